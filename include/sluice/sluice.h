@@ -1,0 +1,407 @@
+/*
+ * sluice.h — the public C DataStream API.
+ *
+ * A job is built on an environment (sl_env_t) as a graph of streams, then
+ * run with sl_env_execute().  Every builder call records an error on the
+ * environment instead of failing loudly; sl_env_execute() refuses a job
+ * that had one and sl_env_error() names it.  Streams, keyed streams and
+ * windowed streams are handles owned by the environment: never free them.
+ *
+ * User functions receive a user context pointer (ctx).  Parallel subtasks
+ * run on different threads; if a function keeps mutable data in ctx, give
+ * a ctx_clone (and ctx_free) so each subtask gets its own copy.
+ */
+#ifndef SLUICE_H
+#define SLUICE_H
+
+#include "row.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SL_NO_TIMESTAMP INT64_MIN
+#define SL_MAX_WATERMARK INT64_MAX
+#define SL_MIN_WATERMARK INT64_MIN
+
+typedef struct sl_env sl_env_t;
+typedef struct sl_stream sl_stream_t;
+typedef struct sl_keyed sl_keyed_t;
+typedef struct sl_windowed sl_windowed_t;
+typedef struct sl_connected sl_connected_t;
+typedef struct sl_collector sl_collector_t;
+typedef struct sl_pctx sl_pctx_t;          /* process-function context */
+typedef struct sl_rt sl_rt_t;              /* runtime context (open) */
+
+/* A record as user functions see it: a row and its event timestamp
+ * (SL_NO_TIMESTAMP when none has been assigned). */
+typedef struct sl_record {
+    sl_row_t row;
+    int64_t ts;
+} sl_record_t;
+
+typedef void *(*sl_ctx_clone_fn)(const void *ctx);
+typedef void (*sl_ctx_free_fn)(void *ctx);
+
+/* ---- environment ----------------------------------------------------- */
+
+SL_API sl_env_t *sl_env_new(void);
+SL_API void sl_env_destroy(sl_env_t *env);
+SL_API void sl_env_set_parallelism(sl_env_t *env, int p);
+/* Fixes the number of key groups.  0 (default): Flink's rule, i.e.
+ * roundUpToPowerOfTwo(p + p/2) clamped to [128, 32768]. */
+SL_API void sl_env_set_max_parallelism(sl_env_t *env, int maxp);
+/* Network buffer size in bytes (default 32 KiB) and buffers per channel
+ * (default 4): together they bound the memory between two subtasks. */
+SL_API void sl_env_set_buffer_size(sl_env_t *env, int bytes);
+SL_API void sl_env_set_buffers_per_channel(sl_env_t *env, int n);
+/* How often sources emit generated watermarks (ms of processing time,
+ * default 200, like pipeline.auto-watermark-interval).  0 emits after
+ * every record. */
+SL_API void sl_env_set_auto_watermark_interval(sl_env_t *env, int64_t ms);
+/* Disables operator chaining (every operator in its own task). */
+SL_API void sl_env_disable_chaining(sl_env_t *env);
+/* Runs the job and blocks until it ends: 0 when every source finished and
+ * every operator drained, else the first error. */
+SL_API int sl_env_execute(sl_env_t *env, const char *job_name);
+/* The first error, with what it was about; "" when none. */
+SL_API const char *sl_env_error(const sl_env_t *env);
+/* Asks a running job to stop (thread-safe; sl_env_execute returns
+ * SL_ECANCELED). */
+SL_API void sl_env_cancel(sl_env_t *env);
+
+/* Processing-time clock.  Tests may install their own (ctx is theirs). */
+typedef int64_t (*sl_clock_fn)(void *ctx);
+SL_API void sl_env_set_clock(sl_env_t *env, sl_clock_fn fn, void *ctx);
+SL_API int64_t sl_now_ms(void);
+
+/* ---- event time ------------------------------------------------------ */
+
+typedef int64_t (*sl_timestamp_fn)(void *ctx, const sl_row_t *row);
+
+/* What the source (or sl_assign_timestamps) does for event time.  Build it
+ * with one of the constructors below and adjust fields as needed. */
+typedef struct sl_watermark_strategy {
+    enum { SL_WM_NONE = 0, SL_WM_BOUNDED, SL_WM_MONOTONOUS } kind;
+    int64_t max_out_of_orderness_ms; /* B: watermark = max_ts - B - 1 */
+    const char *timestamp_field;     /* BIGINT/TIMESTAMP field, or NULL */
+    sl_timestamp_fn timestamp_fn;    /* used when timestamp_field is NULL */
+    void *timestamp_ctx;
+    int64_t idle_timeout_ms;         /* 0: a split is never marked idle */
+} sl_watermark_strategy_t;
+
+SL_API sl_watermark_strategy_t sl_wm_none(void);
+SL_API sl_watermark_strategy_t sl_wm_bounded(const char *ts_field, int64_t max_out_of_orderness_ms);
+SL_API sl_watermark_strategy_t sl_wm_monotonous(const char *ts_field);
+
+/* ---- sources and sinks (connector interface) -------------------------- */
+
+typedef struct sl_source_output sl_source_output_t;
+
+enum { SL_SRC_MORE = 1, SL_SRC_IDLE = 2, SL_SRC_END = 3 };
+
+/* A source is split into readers, one per parallel subtask.  A reader owns
+ * any number of splits (numbered 0..nsplits-1 locally); watermarks are
+ * generated per split and combined (minimum over active splits). */
+typedef struct sl_source_ops {
+    const char *name;
+    /* Creates the reader of subtask `subtask` of `parallelism`; sets
+     * *nsplits.  Returns 0 or an error with a message in err. */
+    int (*create_reader)(void *ctx, int subtask, int parallelism, void **reader, int *nsplits,
+                         char *err, size_t errlen);
+    /* Emits up to max records through out.  Returns SL_SRC_MORE (call
+     * again), SL_SRC_IDLE (nothing now), SL_SRC_END (reader finished), or
+     * a negative error with a message in err. */
+    int (*poll)(void *reader, sl_source_output_t *out, int max, char *err, size_t errlen);
+    void (*destroy_reader)(void *reader);
+    void (*destroy)(void *ctx);
+} sl_source_ops_t;
+
+typedef struct sl_source {
+    const sl_source_ops_t *ops;
+    void *ctx;
+    sl_schema_t *schema; /* of the rows it emits; the source holds a ref */
+} sl_source_t;
+
+/* Inside poll: get the writer, fill a row of the source schema, emit it. */
+SL_API sl_row_writer_t *sl_src_row(sl_source_output_t *out);
+/* Emits the row just written for split `split`.  ts: its event time if the
+ * connector knows it (e.g. Kafka's record timestamp), else SL_NO_TIMESTAMP;
+ * the watermark strategy's assigner wins when one is set. */
+SL_API void sl_src_emit(sl_source_output_t *out, int split, int64_t ts);
+/* A split ended: it no longer holds the watermark back. */
+SL_API void sl_src_split_finished(sl_source_output_t *out, int split);
+/* Counts a skipped record (bad input under a skip policy). */
+SL_API void sl_src_count_skipped(sl_source_output_t *out, int64_t n);
+
+typedef struct sl_sink_ops {
+    const char *name;
+    int (*open)(void *ctx, int subtask, int parallelism, const sl_schema_t *schema, void **writer,
+                char *err, size_t errlen);
+    int (*write)(void *writer, const sl_record_t *rec, char *err, size_t errlen);
+    /* End of input (bounded job): flush everything. */
+    int (*finish)(void *writer, char *err, size_t errlen);
+    void (*close)(void *writer);
+    void (*destroy)(void *ctx);
+} sl_sink_ops_t;
+
+typedef struct sl_sink {
+    const sl_sink_ops_t *ops;
+    void *ctx;
+} sl_sink_t;
+
+/* ---- streams ---------------------------------------------------------- */
+
+SL_API sl_stream_t *sl_from_source(sl_env_t *env, sl_source_t src, sl_watermark_strategy_t ws,
+                                   const char *name);
+SL_API const sl_schema_t *sl_stream_schema(const sl_stream_t *s);
+
+/* Operator settings; each returns its argument so calls can be chained. */
+SL_API sl_stream_t *sl_uid(sl_stream_t *s, const char *uid);
+SL_API sl_stream_t *sl_name(sl_stream_t *s, const char *name);
+SL_API sl_stream_t *sl_parallelism(sl_stream_t *s, int p);
+/* Starts a new chain at this operator. */
+SL_API sl_stream_t *sl_start_new_chain(sl_stream_t *s);
+
+typedef struct sl_fn_opts {
+    void *ctx;
+    sl_ctx_clone_fn ctx_clone;
+    sl_ctx_free_fn ctx_free;
+} sl_fn_opts_t;
+
+/* map: fill exactly one output row of out_schema.  Return 0, or < 0 to
+ * fail the task. */
+typedef int (*sl_map_fn)(void *ctx, const sl_record_t *in, sl_row_writer_t *out);
+/* filter: 1 keeps, 0 drops, < 0 fails. */
+typedef int (*sl_filter_fn)(void *ctx, const sl_record_t *in);
+/* flat_map: emit any number of rows through the collector. */
+typedef int (*sl_flat_map_fn)(void *ctx, const sl_record_t *in, sl_collector_t *out);
+
+SL_API sl_stream_t *sl_map(sl_stream_t *s, sl_map_fn fn, void *ctx, sl_schema_t *out_schema);
+SL_API sl_stream_t *sl_filter(sl_stream_t *s, sl_filter_fn fn, void *ctx);
+SL_API sl_stream_t *sl_flat_map(sl_stream_t *s, sl_flat_map_fn fn, void *ctx, sl_schema_t *out_schema);
+/* Same, with a per-subtask context (clone/free). */
+SL_API sl_stream_t *sl_map_ex(sl_stream_t *s, sl_map_fn fn, sl_fn_opts_t o, sl_schema_t *out_schema);
+SL_API sl_stream_t *sl_filter_ex(sl_stream_t *s, sl_filter_fn fn, sl_fn_opts_t o);
+SL_API sl_stream_t *sl_flat_map_ex(sl_stream_t *s, sl_flat_map_fn fn, sl_fn_opts_t o,
+                                   sl_schema_t *out_schema);
+
+/* Assigns timestamps and generates watermarks downstream of a source. */
+SL_API sl_stream_t *sl_assign_timestamps(sl_stream_t *s, sl_watermark_strategy_t ws);
+
+/* Partitioning. */
+SL_API sl_stream_t *sl_rebalance(sl_stream_t *s);
+SL_API sl_stream_t *sl_rescale(sl_stream_t *s);
+SL_API sl_stream_t *sl_broadcast(sl_stream_t *s);
+SL_API sl_stream_t *sl_forward(sl_stream_t *s);
+/* Unites streams of equal schema. */
+SL_API sl_stream_t *sl_union(sl_stream_t *a, sl_stream_t *b);
+
+/* Side outputs: declare a tag with its schema on the environment, emit to
+ * it from a process function or window (late data), then select it from
+ * the producing operator's stream. */
+SL_API int sl_output_tag(sl_env_t *env, const char *tag, sl_schema_t *schema);
+SL_API sl_stream_t *sl_side_output(sl_stream_t *s, const char *tag);
+
+/* Sinks.  The stream handle returned is the sink's, for uid/name/parallelism. */
+SL_API sl_stream_t *sl_sink_to(sl_stream_t *s, sl_sink_t sink, const char *name);
+
+/* ---- collectors and timers (inside functions) -------------------------- */
+
+/* Writer for the next output row (of the operator's output schema); then
+ * sl_emit.  sl_emit_side emits to a side output declared with
+ * sl_output_tag; the writer must be begun with that tag's schema first via
+ * sl_side_row. */
+SL_API sl_row_writer_t *sl_out_row(sl_collector_t *c);
+SL_API void sl_emit(sl_collector_t *c);
+SL_API sl_row_writer_t *sl_side_row(sl_collector_t *c, const char *tag);
+SL_API void sl_emit_side(sl_collector_t *c, const char *tag);
+/* Overrides the timestamp of the next emitted record (default: input's). */
+SL_API void sl_out_set_timestamp(sl_collector_t *c, int64_t ts);
+
+/* ---- keyed streams and keyed state ------------------------------------ */
+
+/* Key selector: write the key bytes for the row into key (cap bytes);
+ * return the length, or < 0 on error. */
+typedef int (*sl_key_fn)(void *ctx, const sl_row_t *row, uint8_t *key, int cap);
+
+SL_API sl_keyed_t *sl_key_by(sl_stream_t *s, const char *field);
+SL_API sl_keyed_t *sl_key_by_fn(sl_stream_t *s, sl_key_fn fn, void *ctx);
+
+typedef struct sl_state sl_state_t;
+typedef enum { SL_TIME_EVENT = 0, SL_TIME_PROCESSING = 1 } sl_time_domain_t;
+
+/* Keyed state, declared in open() of a keyed function; access is scoped to
+ * the key of the record or timer being processed.
+ *
+ * value: one byte string per key.  list: appendable list of byte strings.
+ * map: user-key → value.  reducing / aggregating: a fixed-size accumulator
+ * of acc_size bytes folded by the given function. */
+typedef void (*sl_reduce_bytes_fn)(void *ctx, void *acc, const void *value);
+SL_API sl_state_t *sl_state_value(sl_rt_t *rt, const char *name);
+SL_API sl_state_t *sl_state_list(sl_rt_t *rt, const char *name);
+SL_API sl_state_t *sl_state_map(sl_rt_t *rt, const char *name);
+SL_API sl_state_t *sl_state_reducing(sl_rt_t *rt, const char *name, uint32_t size,
+                                     sl_reduce_bytes_fn fn, void *ctx);
+SL_API sl_state_t *sl_state_aggregating(sl_rt_t *rt, const char *name, uint32_t acc_size,
+                                        void (*init)(void *ctx, void *acc),
+                                        sl_reduce_bytes_fn add, void *ctx);
+
+/* value */
+SL_API const void *sl_value_get(sl_state_t *st, uint32_t *len);          /* NULL: absent */
+SL_API int sl_value_put(sl_state_t *st, const void *v, uint32_t len);
+SL_API void sl_state_clear(sl_state_t *st);                              /* any kind */
+/* list */
+SL_API int sl_list_add(sl_state_t *st, const void *v, uint32_t len);
+/* Iterates the list: returns the number of elements; fn may be NULL. */
+SL_API int sl_list_foreach(sl_state_t *st, void (*fn)(void *c, const void *v, uint32_t len), void *c);
+/* map */
+SL_API const void *sl_map_get(sl_state_t *st, const void *k, uint32_t klen, uint32_t *vlen);
+SL_API int sl_map_put(sl_state_t *st, const void *k, uint32_t klen, const void *v, uint32_t vlen);
+SL_API int sl_map_remove(sl_state_t *st, const void *k, uint32_t klen);
+SL_API int sl_map_foreach(sl_state_t *st,
+                          void (*fn)(void *c, const void *k, uint32_t kl, const void *v, uint32_t vl),
+                          void *c);
+/* reducing / aggregating */
+SL_API int sl_fold_add(sl_state_t *st, const void *value);
+SL_API const void *sl_fold_get(sl_state_t *st);                          /* NULL: empty */
+
+/* Process-function context: current key, time, timers. */
+SL_API const uint8_t *sl_pctx_key(sl_pctx_t *pc, uint32_t *len);
+SL_API int64_t sl_pctx_timestamp(sl_pctx_t *pc);       /* record or timer time */
+SL_API int64_t sl_pctx_watermark(sl_pctx_t *pc);       /* current watermark */
+SL_API int64_t sl_pctx_now(sl_pctx_t *pc);             /* processing time */
+SL_API void sl_timer_event(sl_pctx_t *pc, int64_t ts);
+SL_API void sl_timer_processing(sl_pctx_t *pc, int64_t ts);
+SL_API void sl_timer_delete_event(sl_pctx_t *pc, int64_t ts);
+SL_API void sl_timer_delete_processing(sl_pctx_t *pc, int64_t ts);
+SL_API int sl_rt_subtask(sl_rt_t *rt);
+SL_API int sl_rt_parallelism(sl_rt_t *rt);
+
+/* KeyedProcessFunction. */
+typedef struct sl_process_fn {
+    int (*open)(void *ctx, sl_rt_t *rt);
+    int (*process)(void *ctx, sl_pctx_t *pc, const sl_record_t *in, sl_collector_t *out);
+    int (*on_timer)(void *ctx, sl_pctx_t *pc, int64_t ts, sl_time_domain_t domain, sl_collector_t *out);
+    void (*close)(void *ctx);
+    sl_fn_opts_t opts;
+} sl_process_fn_t;
+
+SL_API sl_stream_t *sl_keyed_process(sl_keyed_t *k, sl_process_fn_t fn, sl_schema_t *out_schema);
+
+/* Two inputs: connect(a, b) then process.  When both are keyed the
+ * function has keyed state and timers; process1/process2 get each side. */
+typedef struct sl_co_process_fn {
+    int (*open)(void *ctx, sl_rt_t *rt);
+    int (*process1)(void *ctx, sl_pctx_t *pc, const sl_record_t *in, sl_collector_t *out);
+    int (*process2)(void *ctx, sl_pctx_t *pc, const sl_record_t *in, sl_collector_t *out);
+    int (*on_timer)(void *ctx, sl_pctx_t *pc, int64_t ts, sl_time_domain_t domain, sl_collector_t *out);
+    void (*close)(void *ctx);
+    sl_fn_opts_t opts;
+} sl_co_process_fn_t;
+
+SL_API sl_connected_t *sl_connect(sl_stream_t *a, sl_stream_t *b);
+SL_API sl_connected_t *sl_connect_keyed(sl_keyed_t *a, sl_keyed_t *b);
+SL_API sl_stream_t *sl_co_process(sl_connected_t *c, sl_co_process_fn_t fn, sl_schema_t *out_schema);
+
+/* ---- windows ---------------------------------------------------------- */
+
+typedef struct sl_window {
+    int64_t start;
+    int64_t end; /* exclusive; max timestamp = end - 1 */
+} sl_window_t;
+
+typedef struct sl_window_assigner sl_window_assigner_t;
+typedef struct sl_trigger sl_trigger_t;
+typedef struct sl_evictor sl_evictor_t;
+
+SL_API sl_window_assigner_t *sl_tumbling_event_time(int64_t size_ms, int64_t offset_ms);
+SL_API sl_window_assigner_t *sl_sliding_event_time(int64_t size_ms, int64_t slide_ms, int64_t offset_ms);
+SL_API sl_window_assigner_t *sl_session_event_time(int64_t gap_ms);
+SL_API sl_window_assigner_t *sl_tumbling_processing_time(int64_t size_ms, int64_t offset_ms);
+SL_API sl_window_assigner_t *sl_sliding_processing_time(int64_t size_ms, int64_t slide_ms, int64_t offset_ms);
+SL_API sl_window_assigner_t *sl_session_processing_time(int64_t gap_ms);
+
+SL_API sl_trigger_t *sl_trigger_event_time(void);
+SL_API sl_trigger_t *sl_trigger_processing_time(void);
+SL_API sl_trigger_t *sl_trigger_count(int64_t n);
+SL_API sl_trigger_t *sl_trigger_purging(sl_trigger_t *inner); /* takes ownership of inner */
+
+SL_API sl_evictor_t *sl_evictor_count(int64_t n, bool after);
+SL_API sl_evictor_t *sl_evictor_time(int64_t keep_ms, bool after);
+
+/* The windowed stream takes ownership of the assigner/trigger/evictor. */
+SL_API sl_windowed_t *sl_window(sl_keyed_t *k, sl_window_assigner_t *a);
+SL_API sl_windowed_t *sl_window_trigger(sl_windowed_t *w, sl_trigger_t *t);
+SL_API sl_windowed_t *sl_window_evictor(sl_windowed_t *w, sl_evictor_t *e);
+SL_API sl_windowed_t *sl_window_allowed_lateness(sl_windowed_t *w, int64_t ms);
+/* Late records (input schema) go to this side-output tag instead of being
+ * dropped; the tag is declared automatically with the input schema. */
+SL_API sl_windowed_t *sl_window_late_output(sl_windowed_t *w, const char *tag);
+
+/* reduce: fold `in` into `acc` (both rows of the input schema); write the
+ * folded row into out.  The first element of a window is the initial acc. */
+typedef int (*sl_reduce_fn)(void *ctx, const sl_row_t *acc, const sl_row_t *in, sl_row_writer_t *out);
+SL_API sl_stream_t *sl_window_reduce(sl_windowed_t *w, sl_reduce_fn fn, void *ctx);
+
+/* AggregateFunction over a fixed-size accumulator (acc_size bytes). */
+typedef struct sl_aggregate_fn {
+    uint32_t acc_size;
+    void (*init)(void *ctx, void *acc);
+    int (*add)(void *ctx, void *acc, const sl_record_t *in);
+    void (*merge)(void *ctx, void *acc, const void *other); /* needed for session windows */
+    /* Writes the result row; key and window describe what fired. */
+    int (*result)(void *ctx, const void *acc, const uint8_t *key, uint32_t keylen,
+                  const sl_window_t *win, sl_row_writer_t *out);
+    void *ctx;
+} sl_aggregate_fn_t;
+SL_API sl_stream_t *sl_window_aggregate(sl_windowed_t *w, sl_aggregate_fn_t fn, sl_schema_t *out_schema);
+
+/* ProcessWindowFunction: sees every element of the window. */
+typedef struct sl_window_elements sl_window_elements_t;
+SL_API int sl_window_elements_count(const sl_window_elements_t *e);
+SL_API sl_record_t sl_window_elements_get(const sl_window_elements_t *e, int i);
+typedef int (*sl_window_process_fn)(void *ctx, const uint8_t *key, uint32_t keylen, const sl_window_t *win,
+                                    const sl_window_elements_t *elems, sl_collector_t *out);
+SL_API sl_stream_t *sl_window_process(sl_windowed_t *w, sl_window_process_fn fn, void *ctx,
+                                      sl_schema_t *out_schema);
+
+/* ---- built-in connectors ---------------------------------------------- */
+
+/* Card transactions of scenario S1: {card_id BIGINT, amount DOUBLE,
+ * ts TIMESTAMP(3)}.  Deterministic for a seed. */
+typedef struct sl_datagen_opts {
+    uint64_t seed;
+    int64_t count;            /* total events over all splits; -1 unbounded */
+    int64_t cards;            /* distinct card ids */
+    int splits;               /* total splits, spread over subtasks */
+    double rate;              /* events/s over all splits; 0 = unlimited */
+    int64_t start_ts;         /* event time of the first event */
+    int64_t ts_step_ms;       /* mean event-time step per event per split */
+    int64_t max_disorder_ms;  /* events out of order within this bound */
+    double late_fraction;     /* share of events far behind (late) */
+    int64_t late_by_ms;       /* how far behind a late event is */
+} sl_datagen_opts_t;
+SL_API sl_datagen_opts_t sl_datagen_defaults(void);
+SL_API sl_source_t sl_datagen_source(sl_datagen_opts_t opts);
+SL_API sl_schema_t *sl_datagen_schema(void);
+
+typedef enum { SL_FMT_JSON = 0, SL_FMT_CSV = 1 } sl_format_t;
+typedef enum { SL_ON_ERROR_FAIL = 0, SL_ON_ERROR_SKIP = 1 } sl_error_policy_t;
+
+/* Reads one or more files (comma-separated paths), one split per file. */
+SL_API sl_source_t sl_file_source(const char *paths, sl_format_t fmt, sl_schema_t *schema,
+                                  sl_error_policy_t policy);
+/* Writes path (parallelism 1) or path.<subtask> files. */
+SL_API sl_sink_t sl_file_sink(const char *path, sl_format_t fmt);
+/* Prints rows to stdout, prefixed with `prefix` (may be NULL). */
+SL_API sl_sink_t sl_print_sink(const char *prefix);
+/* Counts records (and, if latency is on, event-creation-to-sink latency). */
+typedef struct sl_counting_sink_stats sl_counting_sink_stats_t;
+SL_API sl_sink_t sl_counting_sink(sl_counting_sink_stats_t **stats_out);
+SL_API int64_t sl_counting_sink_count(const sl_counting_sink_stats_t *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

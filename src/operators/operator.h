@@ -1,0 +1,198 @@
+/*
+ * operator.h — the stream operator interface and what every operator shares.
+ *
+ * An operator instance belongs to one subtask and runs only on that task's
+ * thread (the task's mailbox loop; see runtime/task.h).  Operators in one
+ * chain call each other directly through sl_op_output_t: no serialization,
+ * no queue.  The last operator of a chain emits into a record writer that
+ * serializes into network buffers (runtime/record_writer.h).
+ *
+ * Watermarks: the chain calls sl_op_watermark(op, input, wm) for each
+ * input; the base keeps the per-input watermark and idleness, combines them
+ * (minimum over active inputs) and calls vt->advance_watermark when the
+ * combined watermark grows.  An operator that fires event-time timers does
+ * so there and then forwards with sl_op_emit_watermark.
+ *
+ * Errors: vt functions return 0 or a negative code; the message goes into
+ * the task's error text through sl_op_fail().
+ */
+#ifndef SL_OPERATOR_H
+#define SL_OPERATOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sluice/sluice.h"
+#include "state/key_group.h"
+#include "state/state_backend.h"
+#include "state/timer_service.h"
+
+typedef struct sl_operator sl_operator_t;
+typedef struct sl_op_output sl_op_output_t;
+typedef struct sl_task sl_task_t;
+
+/* Tag 0 is the main output; side-output tags are numbered from 1 by the
+ * environment (sl_tag_table_t). */
+struct sl_op_output {
+    void (*record)(sl_op_output_t *o, int tag, const sl_record_t *rec);
+    void (*watermark)(sl_op_output_t *o, int64_t wm);
+    void (*status)(sl_op_output_t *o, bool idle);
+};
+
+typedef struct sl_tag {
+    char *name;
+    sl_schema_t *schema;
+} sl_tag_t;
+
+typedef struct sl_tag_table {
+    sl_tag_t *tags; /* tags[0] unused (main output) */
+    int n;          /* number of entries including [0] */
+} sl_tag_table_t;
+
+/* Returns the tag id for name, or SL_ENOTFOUND. */
+int sl_tag_lookup(const sl_tag_table_t *t, const char *name);
+
+/* How a keyed operator finds the key of a record. */
+typedef struct sl_key_selector {
+    int field;      /* >= 0: this field's bytes are the key */
+    sl_key_fn fn;   /* else this function */
+    void *ctx;
+} sl_key_selector_t;
+
+#define SL_MAX_KEY_LEN 1024
+
+/* Extracts the key of row: sets *key/*len (pointing into the row or into
+ * buf, which has SL_MAX_KEY_LEN bytes).  Returns 0 or < 0. */
+int sl_key_extract(const sl_key_selector_t *ks, const sl_row_t *row, uint8_t *buf, const uint8_t **key,
+                   uint32_t *len);
+
+/* What a new operator instance is told about its place in the job. */
+typedef struct sl_op_init {
+    int subtask;
+    int parallelism;
+    int max_parallelism;
+    int ninputs;                        /* 0 for a source, 1 or 2 */
+    const sl_key_selector_t *key[2];    /* non-NULL for a keyed input */
+    const sl_schema_t *in_schema[2];
+    const sl_schema_t *out_schema;
+    const sl_tag_table_t *tags;
+    const char *name;
+    const char *uid;
+    sl_task_t *task;
+} sl_op_init_t;
+
+typedef struct sl_operator_vt {
+    const char *kind;
+    int (*open)(sl_operator_t *op);
+    /* A record on input 0 or 1. */
+    int (*process)(sl_operator_t *op, int input, const sl_record_t *rec);
+    /* The combined input watermark rose to wm (op->wm already set).  NULL:
+     * just forward it. */
+    int (*advance_watermark)(sl_operator_t *op, int64_t wm);
+    /* Processing time reached a time the operator asked for. NULL: none. */
+    int (*on_processing_time)(sl_operator_t *op, int64_t now);
+    /* Input `input` is finished (bounded input). NULL: nothing to do. */
+    int (*end_input)(sl_operator_t *op, int input);
+    void (*close)(sl_operator_t *op);
+    void (*destroy)(sl_operator_t *op);
+} sl_operator_vt_t;
+
+struct sl_operator {
+    const sl_operator_vt_t *vt;
+    sl_op_output_t *out;
+    sl_task_t *task;
+    const sl_tag_table_t *tags;
+    const char *name;
+    const char *uid;
+    int subtask, parallelism, max_parallelism;
+    int ninputs;
+    int64_t in_wm[2];
+    bool in_idle[2];
+    bool in_ended[2];
+    bool out_idle;
+    int64_t wm; /* combined input watermark; SL_MIN_WATERMARK at start */
+    const sl_schema_t *in_schema[2];
+    const sl_schema_t *out_schema;
+    /* keyed operators only (NULL otherwise) */
+    const sl_key_selector_t *key[2];
+    sl_keyed_backend_t *kb;
+    sl_timer_service_t *timers;
+    sl_kg_range_t kg_range;
+    /* counters */
+    int64_t records_in, records_out;
+};
+
+/* Initializes the base; creates the keyed backend and timer service when
+ * init->key[0] (or key[1]) is set. */
+void sl_op_base_init(sl_operator_t *op, const sl_operator_vt_t *vt, const sl_op_init_t *init);
+/* Frees what sl_op_base_init created (call from destroy). */
+void sl_op_base_free(sl_operator_t *op);
+
+/* Records a failure message for the task; returns rc. */
+int sl_op_fail(sl_operator_t *op, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Called by the chain: input watermark / idleness / end for input i. */
+int sl_op_watermark(sl_operator_t *op, int input, int64_t wm);
+int sl_op_status(sl_operator_t *op, int input, bool idle);
+int sl_op_end_input(sl_operator_t *op, int input);
+
+static inline void sl_op_emit(sl_operator_t *op, int tag, const sl_record_t *rec) {
+    op->records_out++;
+    op->out->record(op->out, tag, rec);
+}
+void sl_op_emit_watermark(sl_operator_t *op, int64_t wm);
+
+/* Processing time (the job's clock) and wake-ups. */
+int64_t sl_op_now(sl_operator_t *op);
+void sl_op_schedule_processing(sl_operator_t *op, int64_t ts);
+
+/* For keyed operators: sets the backend's current key from a record of
+ * input `input`; returns the key group or < 0. */
+int sl_op_set_key_from(sl_operator_t *op, int input, const sl_row_t *row);
+
+/*
+ * The collector that user functions emit through (public sl_collector_t).
+ * The operator owns it, points `in` at the record being processed, and
+ * calls sl_collector_reset before each user call.
+ */
+struct sl_collector {
+    sl_operator_t *op;
+    sl_row_writer_t w;
+    sl_row_writer_t side_w;
+    int side_tag;
+    int64_t in_ts;
+    int64_t ts;
+    bool ts_set;
+    bool begun;
+    int64_t emitted;
+};
+void sl_collector_init(sl_collector_t *c, sl_operator_t *op);
+void sl_collector_free(sl_collector_t *c);
+static inline void sl_collector_reset(sl_collector_t *c, int64_t in_ts) {
+    c->in_ts = in_ts;
+    c->ts_set = false;
+    c->begun = false;
+}
+
+/* Keyed user-function plumbing shared by process and window operators. */
+struct sl_pctx {
+    sl_operator_t *op;
+    int64_t ts;          /* record or timer timestamp */
+    const uint8_t *key;  /* current key */
+    uint32_t keylen;
+};
+struct sl_rt {
+    sl_operator_t *op;
+};
+/* Keyed state handle as user code sees it; namespace is empty. */
+struct sl_state {
+    sl_operator_t *op;
+    int sid;
+    int kind;            /* public kind: 0 value,1 list,2 map,3 reducing,4 aggregating */
+    uint32_t size;
+    sl_reduce_bytes_fn fn;
+    void (*init)(void *ctx, void *acc);
+    void *ctx;
+};
+
+#endif

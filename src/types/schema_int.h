@@ -1,0 +1,23 @@
+/* schema_int.h — the schema struct (private to types/ and the hot paths
+ * that need the fixed length without a call). */
+#ifndef SL_SCHEMA_INT_H
+#define SL_SCHEMA_INT_H
+
+#include <stdatomic.h>
+
+#include "sluice/row.h"
+
+typedef struct sl_field {
+    char *name;
+    sl_type_t type;
+    bool nullable;
+} sl_field_t;
+
+struct sl_schema {
+    atomic_int refs;
+    int n, cap;
+    sl_field_t *fields;
+    uint32_t fixed_len; /* bitmap + slots */
+};
+
+#endif
