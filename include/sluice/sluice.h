@@ -70,6 +70,11 @@ SL_API const char *sl_env_error(const sl_env_t *env);
  * SL_ECANCELED). */
 SL_API void sl_env_cancel(sl_env_t *env);
 
+/* Records in/out of the operator with this uid or name, summed over its
+ * subtasks, after sl_env_execute returned.  SL_ENOTFOUND if no such. */
+SL_API int sl_env_operator_metrics(const sl_env_t *env, const char *uid_or_name, int64_t *records_in,
+                                   int64_t *records_out);
+
 /* Processing-time clock.  Tests may install their own (ctx is theirs). */
 typedef int64_t (*sl_clock_fn)(void *ctx);
 SL_API void sl_env_set_clock(sl_env_t *env, sl_clock_fn fn, void *ctx);

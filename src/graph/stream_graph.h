@@ -45,6 +45,8 @@ typedef struct sl_node {
     /* sources */
     sl_source_t source;
     sl_watermark_strategy_t wm;
+    /* totals over all subtasks of the last run */
+    int64_t records_in, records_out;
 } sl_node_t;
 
 typedef struct sl_edge {
@@ -85,6 +87,9 @@ struct sl_keyed {
 sl_stream_t *sl_graph_add_operator(sl_stream_t *in, sl_stream_t *in2, bool keyed, const char *default_name,
                                    sl_op_create_fn create, void *spec, void (*free_spec)(void *),
                                    const sl_schema_t *out_schema);
+/* The environment frees p with free_fn when it is destroyed (for handles
+ * such as windowed streams that the API hands out). */
+void sl_env_own(sl_env_t *env, void *p, void (*free_fn)(void *));
 /* Records a builder error on the environment (the first one wins). */
 void sl_env_errorf(sl_env_t *env, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Declares (or finds) a side-output tag; returns its id or < 0. */

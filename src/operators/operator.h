@@ -61,7 +61,7 @@ typedef struct sl_key_selector {
 
 #define SL_MAX_KEY_LEN 1024
 
-/* Extracts the key of row: sets *key/*len (pointing into the row or into
+/* Extracts the key of row: sets *key and *len (pointing into the row or into
  * buf, which has SL_MAX_KEY_LEN bytes).  Returns 0 or < 0. */
 int sl_key_extract(const sl_key_selector_t *ks, const sl_row_t *row, uint8_t *buf, const uint8_t **key,
                    uint32_t *len);
@@ -118,8 +118,12 @@ struct sl_operator {
     sl_keyed_backend_t *kb;
     sl_timer_service_t *timers;
     sl_kg_range_t kg_range;
+    /* user-visible keyed state handles (sl_state_value ...), freed with the op */
+    struct sl_state **states;
+    int nstates;
     /* counters */
     int64_t records_in, records_out;
+    int chain_index;  /* position in its task's chain (set by the task) */
 };
 
 /* Initializes the base; creates the keyed backend and timer service when
@@ -145,6 +149,11 @@ void sl_op_emit_watermark(sl_operator_t *op, int64_t wm);
 /* Processing time (the job's clock) and wake-ups. */
 int64_t sl_op_now(sl_operator_t *op);
 void sl_op_schedule_processing(sl_operator_t *op, int64_t ts);
+
+/* Unit tests drive operators without a task: processing time then comes
+ * from this clock, and failures are kept for sl_op_test_last_error(). */
+void sl_op_test_set_now(int64_t now);
+const char *sl_op_test_last_error(void);
 
 /* For keyed operators: sets the backend's current key from a record of
  * input `input`; returns the key group or < 0. */

@@ -1,0 +1,201 @@
+/*
+ * env.c — the execution environment: settings, ownership of everything the
+ * builder creates, side-output tags, and sl_env_execute().
+ */
+#include <pthread.h>
+#include <stdio.h>
+
+#include "api/env_int.h"
+#include "common/common.h"
+#include "runtime/executor.h"
+#include "state/key_group.h"
+
+static int64_t default_clock(void *ctx) {
+    (void)ctx;
+    return sl_wall_ms();
+}
+
+int64_t sl_now_ms(void) { return sl_wall_ms(); }
+
+sl_env_t *sl_env_new(void) {
+    sl_env_t *env = sl_calloc(1, sizeof *env);
+    env->parallelism = 1;
+    env->buffer_size = 32 * 1024;
+    env->buffers_per_channel = 4;
+    env->wm_interval_ms = 200;
+    env->chaining = true;
+    env->clock = default_clock;
+    env->tags.n = 1;
+    env->tags.tags = sl_calloc(1, sizeof(sl_tag_t));
+    pthread_mutex_init(&env->run_mu, NULL);
+    atomic_init(&env->cancel_requested, false);
+    return env;
+}
+
+void sl_env_destroy(sl_env_t *env) {
+    if (!env) return;
+    for (int i = 0; i < env->nnodes; i++) {
+        sl_node_t *n = env->nodes[i];
+        if (n->free_spec) n->free_spec(n->spec);
+        if (n->kind == SL_NODE_SOURCE) {
+            if (n->source.ops && n->source.ops->destroy) n->source.ops->destroy(n->source.ctx);
+            sl_schema_unref(n->source.schema);
+        }
+        sl_schema_unref(n->out_schema);
+        sl_free(n->name);
+        sl_free(n->uid);
+        sl_free(n);
+    }
+    sl_free(env->nodes);
+    sl_free(env->edges);
+    for (int i = env->nowned - 1; i >= 0; i--) env->owned[i].free_fn(env->owned[i].p);
+    sl_free(env->owned);
+    for (int i = 1; i < env->tags.n; i++) {
+        sl_free(env->tags.tags[i].name);
+        sl_schema_unref(env->tags.tags[i].schema);
+    }
+    sl_free(env->tags.tags);
+    pthread_mutex_destroy(&env->run_mu);
+    sl_free(env);
+}
+
+void sl_env_own(sl_env_t *env, void *p, void (*free_fn)(void *)) {
+    if (env->nowned == env->owned_cap) {
+        env->owned_cap = env->owned_cap ? env->owned_cap * 2 : 16;
+        env->owned = sl_realloc(env->owned, (size_t)env->owned_cap * sizeof *env->owned);
+    }
+    env->owned[env->nowned].p = p;
+    env->owned[env->nowned].free_fn = free_fn;
+    env->nowned++;
+}
+
+void sl_env_errorf(sl_env_t *env, const char *fmt, ...) {
+    if (env->err_rc) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(env->err, sizeof env->err, fmt, ap);
+    va_end(ap);
+    env->err_rc = SL_EINVAL;
+}
+
+const char *sl_env_error(const sl_env_t *env) { return env->err; }
+
+void sl_env_set_parallelism(sl_env_t *env, int p) {
+    if (p < 1 || p > 32768)
+        sl_env_errorf(env, "parallelism.default: %d is out of range [1, 32768]", p);
+    else
+        env->parallelism = p;
+}
+
+void sl_env_set_max_parallelism(sl_env_t *env, int maxp) {
+    if (maxp < 0 || maxp > 32768)
+        sl_env_errorf(env, "pipeline.max-parallelism: %d is out of range [1, 32768]", maxp);
+    else
+        env->max_parallelism = maxp;
+}
+
+void sl_env_set_buffer_size(sl_env_t *env, int bytes) {
+    if (bytes < 64)
+        sl_env_errorf(env, "buffer size %d is below the minimum of 64 bytes", bytes);
+    else
+        env->buffer_size = bytes;
+}
+
+void sl_env_set_buffers_per_channel(sl_env_t *env, int n) {
+    if (n < 1)
+        sl_env_errorf(env, "buffers per channel must be at least 1 (got %d)", n);
+    else
+        env->buffers_per_channel = n;
+}
+
+void sl_env_set_auto_watermark_interval(sl_env_t *env, int64_t ms) {
+    if (ms < 0)
+        sl_env_errorf(env, "pipeline.auto-watermark-interval: %lld must not be negative", (long long)ms);
+    else
+        env->wm_interval_ms = ms;
+}
+
+void sl_env_disable_chaining(sl_env_t *env) { env->chaining = false; }
+
+void sl_env_set_clock(sl_env_t *env, sl_clock_fn fn, void *ctx) {
+    env->clock = fn ? fn : default_clock;
+    env->clock_ctx = fn ? ctx : NULL;
+}
+
+int sl_env_node_parallelism(const sl_env_t *env, const sl_node_t *n) {
+    return n->parallelism > 0 ? n->parallelism : env->parallelism;
+}
+
+int sl_env_max_parallelism(const sl_env_t *env) {
+    if (env->max_parallelism > 0) return env->max_parallelism;
+    int maxp = 1;
+    for (int i = 0; i < env->nnodes; i++) maxp = SL_MAX(maxp, sl_env_node_parallelism(env, env->nodes[i]));
+    return sl_kg_default_max_parallelism(maxp);
+}
+
+int sl_env_tag(sl_env_t *env, const char *name, const sl_schema_t *schema) {
+    if (!name || !*name || !schema) {
+        sl_env_errorf(env, "side-output tag needs a name and a schema");
+        return SL_EINVAL;
+    }
+    int id = sl_tag_lookup(&env->tags, name);
+    if (id > 0) {
+        if (!sl_schema_equal(env->tags.tags[id].schema, schema)) {
+            sl_env_errorf(env, "side-output tag '%s' declared twice with different schemas", name);
+            return SL_EINVAL;
+        }
+        return id;
+    }
+    env->tags.tags = sl_realloc(env->tags.tags, (size_t)(env->tags.n + 1) * sizeof(sl_tag_t));
+    env->tags.tags[env->tags.n].name = sl_strdup(name);
+    env->tags.tags[env->tags.n].schema = sl_schema_ref((sl_schema_t *)schema);
+    return env->tags.n++;
+}
+
+int sl_output_tag(sl_env_t *env, const char *tag, sl_schema_t *schema) {
+    int id = sl_env_tag(env, tag, schema);
+    sl_schema_unref(schema);
+    return id < 0 ? id : 0;
+}
+
+int sl_env_execute(sl_env_t *env, const char *job_name) {
+    if (env->err_rc) return env->err_rc;
+    if (env->nnodes == 0) {
+        sl_env_errorf(env, "job '%s' has no operators", job_name ? job_name : "");
+        return SL_EINVAL;
+    }
+    sl_executor_t *ex = NULL;
+    int rc = sl_executor_new(env, job_name, &ex, env->err, sizeof env->err);
+    if (rc < 0) return rc;
+    pthread_mutex_lock(&env->run_mu);
+    env->running = ex;
+    bool cancel = atomic_load(&env->cancel_requested);
+    pthread_mutex_unlock(&env->run_mu);
+    if (cancel) sl_executor_cancel(ex);
+    rc = sl_executor_run(ex, env->err, sizeof env->err);
+    pthread_mutex_lock(&env->run_mu);
+    env->running = NULL;
+    pthread_mutex_unlock(&env->run_mu);
+    sl_executor_destroy(ex);
+    atomic_store(&env->cancel_requested, false);
+    return rc;
+}
+
+void sl_env_cancel(sl_env_t *env) {
+    pthread_mutex_lock(&env->run_mu);
+    atomic_store(&env->cancel_requested, true);
+    if (env->running) sl_executor_cancel(env->running);
+    pthread_mutex_unlock(&env->run_mu);
+}
+
+int sl_env_operator_metrics(const sl_env_t *env, const char *id, int64_t *in, int64_t *out) {
+    for (int i = 0; i < env->nnodes; i++) {
+        const sl_node_t *n = env->nodes[i];
+        if ((n->uid && strcmp(n->uid, id) == 0) || strcmp(n->name, id) == 0) {
+            if (in) *in = n->records_in;
+            if (out) *out = n->records_out;
+            return 0;
+        }
+    }
+    return SL_ENOTFOUND;
+}

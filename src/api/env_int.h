@@ -1,0 +1,48 @@
+/*
+ * env_int.h — the execution environment (private): job settings, the
+ * stream graph being built, side-output tags, and the running job.
+ */
+#ifndef SL_ENV_INT_H
+#define SL_ENV_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "graph/stream_graph.h"
+
+typedef struct sl_owned {
+    void *p;
+    void (*free_fn)(void *);
+} sl_owned_t;
+
+struct sl_env {
+    int parallelism;
+    int max_parallelism;      /* 0 = derived */
+    int buffer_size;
+    int buffers_per_channel;
+    int64_t wm_interval_ms;
+    bool chaining;
+    sl_clock_fn clock;
+    void *clock_ctx;
+
+    sl_node_t **nodes;
+    int nnodes;
+    sl_edge_t *edges;
+    int nedges, edges_cap;
+    sl_owned_t *owned;
+    int nowned, owned_cap;
+    sl_tag_table_t tags;
+
+    char err[1024];
+    int err_rc;
+
+    pthread_mutex_t run_mu;
+    struct sl_executor *running;
+    atomic_bool cancel_requested;
+};
+
+/* The effective parallelism of a node. */
+int sl_env_node_parallelism(const sl_env_t *env, const sl_node_t *n);
+int sl_env_max_parallelism(const sl_env_t *env);
+
+#endif

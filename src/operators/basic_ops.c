@@ -1,0 +1,143 @@
+/*
+ * basic_ops.c — map, filter, flat_map and the sink operator.  They are
+ * stateless and chain freely: a record passes through them as direct calls
+ * with the row bytes untouched until a map writes a new row.
+ */
+#include "operators/basic_ops.h"
+
+#include "common/common.h"
+
+void *sl_fn_ctx_acquire(const sl_fn_opts_t *o) { return o->ctx_clone ? o->ctx_clone(o->ctx) : o->ctx; }
+
+void sl_fn_ctx_release(const sl_fn_opts_t *o, void *ctx) {
+    if (o->ctx_clone && o->ctx_free) o->ctx_free(ctx);
+}
+
+typedef struct basic_op {
+    sl_operator_t base;
+    sl_basic_spec_t spec;
+    void *ctx;
+    sl_row_writer_t w;
+    sl_collector_t col;
+} basic_op_t;
+
+static int map_process(sl_operator_t *o, int input, const sl_record_t *rec) {
+    basic_op_t *op = (basic_op_t *)o;
+    sl_rw_begin(&op->w, o->out_schema);
+    int rc = ((sl_map_fn)op->spec.fn)(op->ctx, rec, &op->w);
+    if (SL_UNLIKELY(rc < 0)) return sl_op_fail(o, rc, "map function failed (%s)", sl_strerror(rc));
+    if (SL_UNLIKELY(op->w.err)) return sl_op_fail(o, op->w.err, "map wrote a bad row (%s)", sl_strerror(op->w.err));
+    sl_record_t out = {sl_rw_row(&op->w), rec->ts};
+    sl_op_emit(o, 0, &out);
+    return 0;
+}
+
+static int filter_process(sl_operator_t *o, int input, const sl_record_t *rec) {
+    basic_op_t *op = (basic_op_t *)o;
+    int rc = ((sl_filter_fn)op->spec.fn)(op->ctx, rec);
+    if (SL_UNLIKELY(rc < 0)) return sl_op_fail(o, rc, "filter function failed (%s)", sl_strerror(rc));
+    if (rc) sl_op_emit(o, 0, rec);
+    return 0;
+}
+
+static int flat_map_process(sl_operator_t *o, int input, const sl_record_t *rec) {
+    basic_op_t *op = (basic_op_t *)o;
+    sl_collector_reset(&op->col, rec->ts);
+    int rc = ((sl_flat_map_fn)op->spec.fn)(op->ctx, rec, &op->col);
+    if (SL_UNLIKELY(rc < 0)) return sl_op_fail(o, rc, "flat_map function failed (%s)", sl_strerror(rc));
+    return 0;
+}
+
+static void basic_destroy(sl_operator_t *o) {
+    basic_op_t *op = (basic_op_t *)o;
+    sl_fn_ctx_release(&op->spec.opts, op->ctx);
+    sl_rw_free(&op->w);
+    sl_collector_free(&op->col);
+    sl_op_base_free(o);
+    sl_free(op);
+}
+
+static const sl_operator_vt_t map_vt = {.kind = "Map", .process = map_process, .destroy = basic_destroy};
+static const sl_operator_vt_t filter_vt = {.kind = "Filter", .process = filter_process, .destroy = basic_destroy};
+static const sl_operator_vt_t flat_map_vt = {.kind = "FlatMap", .process = flat_map_process, .destroy = basic_destroy};
+
+sl_operator_t *sl_basic_op_create(const void *spec, const sl_op_init_t *init) {
+    const sl_basic_spec_t *s = spec;
+    basic_op_t *op = sl_calloc(1, sizeof *op);
+    op->spec = *s;
+    const sl_operator_vt_t *vt = s->kind == SL_BASIC_MAP ? &map_vt : s->kind == SL_BASIC_FILTER ? &filter_vt : &flat_map_vt;
+    sl_op_base_init(&op->base, vt, init);
+    op->ctx = sl_fn_ctx_acquire(&op->spec.opts);
+    sl_rw_init(&op->w);
+    sl_collector_init(&op->col, &op->base);
+    return &op->base;
+}
+
+/* ---- sink ---- */
+
+typedef struct sink_op {
+    sl_operator_t base;
+    sl_sink_t sink;
+    void *writer;
+} sink_op_t;
+
+static int sink_open(sl_operator_t *o) {
+    sink_op_t *op = (sink_op_t *)o;
+    char err[512] = "";
+    int rc = op->sink.ops->open(op->sink.ctx, o->subtask, o->parallelism, o->in_schema[0], &op->writer, err, sizeof err);
+    if (rc < 0) return sl_op_fail(o, rc, "cannot open sink: %s", err[0] ? err : sl_strerror(rc));
+    return 0;
+}
+
+static int sink_process(sl_operator_t *o, int input, const sl_record_t *rec) {
+    sink_op_t *op = (sink_op_t *)o;
+    char err[512];
+    int rc = op->sink.ops->write(op->writer, rec, err, sizeof err);
+    if (SL_UNLIKELY(rc < 0)) return sl_op_fail(o, rc, "%s", err);
+    return 0;
+}
+
+static int sink_end(sl_operator_t *o, int input) {
+    sink_op_t *op = (sink_op_t *)o;
+    char err[512] = "";
+    if (!op->sink.ops->finish) return 0;
+    int rc = op->sink.ops->finish(op->writer, err, sizeof err);
+    if (rc < 0) return sl_op_fail(o, rc, "%s", err[0] ? err : sl_strerror(rc));
+    return 0;
+}
+
+static void sink_close(sl_operator_t *o) {
+    sink_op_t *op = (sink_op_t *)o;
+    if (op->writer && op->sink.ops->close) op->sink.ops->close(op->writer);
+    op->writer = NULL;
+}
+
+static void sink_destroy(sl_operator_t *o) {
+    sink_close(o);
+    sl_op_base_free(o);
+    sl_free(o);
+}
+
+static int sink_watermark(sl_operator_t *o, int64_t wm) { return 0; }
+
+static const sl_operator_vt_t sink_vt = {.kind = "Sink",
+                                         .open = sink_open,
+                                         .process = sink_process,
+                                         .advance_watermark = sink_watermark,
+                                         .end_input = sink_end,
+                                         .close = sink_close,
+                                         .destroy = sink_destroy};
+
+sl_operator_t *sl_sink_op_create(const void *spec, const sl_op_init_t *init) {
+    const sl_sink_spec_t *s = spec;
+    sink_op_t *op = sl_calloc(1, sizeof *op);
+    op->sink = s->sink;
+    sl_op_base_init(&op->base, &sink_vt, init);
+    return &op->base;
+}
+
+void sl_sink_spec_free(void *spec) {
+    sl_sink_spec_t *s = spec;
+    if (s->sink.ops->destroy) s->sink.ops->destroy(s->sink.ctx);
+    sl_free(s);
+}

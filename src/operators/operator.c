@@ -1,0 +1,383 @@
+/*
+ * operator.c — what all operators share: watermark and idleness bookkeeping
+ * per input, failure reporting, processing time, keys, the collector and
+ * the user-facing keyed state and timer functions.
+ */
+#include "operators/operator.h"
+
+#include <stdio.h>
+
+#include "common/common.h"
+#include "runtime/task.h"
+
+static int64_t test_now;
+static _Thread_local char test_err[1024];
+
+void sl_op_test_set_now(int64_t now) { test_now = now; }
+const char *sl_op_test_last_error(void) { return test_err; }
+
+void sl_op_base_init(sl_operator_t *op, const sl_operator_vt_t *vt, const sl_op_init_t *init) {
+    op->vt = vt;
+    op->task = init->task;
+    op->tags = init->tags;
+    op->name = init->name ? init->name : vt->kind;
+    op->uid = init->uid;
+    op->subtask = init->subtask;
+    op->parallelism = init->parallelism;
+    op->max_parallelism = init->max_parallelism;
+    op->ninputs = init->ninputs;
+    for (int i = 0; i < 2; i++) {
+        op->in_wm[i] = SL_MIN_WATERMARK;
+        op->in_idle[i] = false;
+        op->in_ended[i] = false;
+        op->in_schema[i] = init->in_schema[i];
+        op->key[i] = init->key[i];
+    }
+    op->wm = SL_MIN_WATERMARK;
+    op->out_schema = init->out_schema;
+    if (init->key[0] || init->key[1]) {
+        op->kg_range = sl_kg_range_for(init->max_parallelism, init->parallelism, init->subtask);
+        op->kb = sl_heap_backend_new(init->max_parallelism, op->kg_range);
+        op->timers = sl_timer_service_new(init->max_parallelism, op->kg_range);
+    }
+}
+
+void sl_op_base_free(sl_operator_t *op) {
+    if (op->kb) op->kb->ops->destroy(op->kb);
+    if (op->timers) sl_timer_service_destroy(op->timers);
+    for (int i = 0; i < op->nstates; i++) sl_free(op->states[i]);
+    sl_free(op->states);
+    op->kb = NULL;
+    op->timers = NULL;
+    op->states = NULL;
+    op->nstates = 0;
+}
+
+int sl_op_fail(sl_operator_t *op, int rc, const char *fmt, ...) {
+    char msg[1024];
+    int n = snprintf(msg, sizeof msg, "%s: ", op->name ? op->name : "operator");
+    va_list ap;
+    va_start(ap, fmt);
+    if (n > 0 && (size_t)n < sizeof msg) vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (op->task)
+        sl_task_fail(op->task, rc, msg);
+    else
+        snprintf(test_err, sizeof test_err, "%s", msg);
+    return rc;
+}
+
+void sl_op_emit_watermark(sl_operator_t *op, int64_t wm) { op->out->watermark(op->out, wm); }
+
+/* Minimum over inputs that are active; INT64_MIN-1 sentinel when all idle. */
+static bool combined(const sl_operator_t *op, int64_t *out) {
+    int n = op->ninputs > 0 ? op->ninputs : 1;
+    bool any = false;
+    int64_t m = SL_MAX_WATERMARK;
+    for (int i = 0; i < n; i++) {
+        if (op->in_idle[i]) continue;
+        any = true;
+        if (op->in_wm[i] < m) m = op->in_wm[i];
+    }
+    *out = m;
+    return any;
+}
+
+static int advance(sl_operator_t *op) {
+    int64_t m;
+    if (!combined(op, &m) || m <= op->wm) return 0;
+    op->wm = m;
+    if (op->vt->advance_watermark) return op->vt->advance_watermark(op, m);
+    sl_op_emit_watermark(op, m);
+    return 0;
+}
+
+int sl_op_watermark(sl_operator_t *op, int input, int64_t wm) {
+    if (wm <= op->in_wm[input]) return 0;
+    op->in_wm[input] = wm;
+    return advance(op);
+}
+
+int sl_op_status(sl_operator_t *op, int input, bool idle) {
+    if (op->in_idle[input] == idle) return 0;
+    op->in_idle[input] = idle;
+    int n = op->ninputs > 0 ? op->ninputs : 1;
+    bool all_idle = true;
+    for (int i = 0; i < n; i++) all_idle = all_idle && op->in_idle[i];
+    if (all_idle != op->out_idle) {
+        op->out_idle = all_idle;
+        op->out->status(op->out, all_idle);
+    }
+    return idle ? advance(op) : 0;
+}
+
+int sl_op_end_input(sl_operator_t *op, int input) {
+    op->in_ended[input] = true;
+    return op->vt->end_input ? op->vt->end_input(op, input) : 0;
+}
+
+int64_t sl_op_now(sl_operator_t *op) { return op->task ? sl_task_now(op->task) : test_now; }
+
+void sl_op_schedule_processing(sl_operator_t *op, int64_t ts) {
+    if (op->task) sl_task_schedule_processing(op->task, op, ts);
+}
+
+int sl_key_extract(const sl_key_selector_t *ks, const sl_row_t *row, uint8_t *buf, const uint8_t **key,
+                   uint32_t *len) {
+    if (ks->field >= 0) {
+        *key = sl_row_field_key(row, ks->field, len);
+        return 0;
+    }
+    int n = ks->fn(ks->ctx, row, buf, SL_MAX_KEY_LEN);
+    if (n < 0 || n > SL_MAX_KEY_LEN) return n < 0 ? n : SL_EINVAL;
+    *key = buf;
+    *len = (uint32_t)n;
+    return 0;
+}
+
+int sl_op_set_key_from(sl_operator_t *op, int input, const sl_row_t *row) {
+    static _Thread_local uint8_t buf[SL_MAX_KEY_LEN];
+    const uint8_t *k;
+    uint32_t len;
+    int rc = sl_key_extract(op->key[input], row, buf, &k, &len);
+    if (rc < 0) return sl_op_fail(op, rc, "key selector failed (%s)", sl_strerror(rc));
+    return sl_kb_set_key(op->kb, k, len);
+}
+
+int sl_tag_lookup(const sl_tag_table_t *t, const char *name) {
+    for (int i = 1; t && i < t->n; i++)
+        if (strcmp(t->tags[i].name, name) == 0) return i;
+    return SL_ENOTFOUND;
+}
+
+/* ---- collector ---- */
+
+void sl_collector_init(sl_collector_t *c, sl_operator_t *op) {
+    memset(c, 0, sizeof *c);
+    c->op = op;
+    sl_rw_init(&c->w);
+    sl_rw_init(&c->side_w);
+}
+
+void sl_collector_free(sl_collector_t *c) {
+    sl_rw_free(&c->w);
+    sl_rw_free(&c->side_w);
+}
+
+sl_row_writer_t *sl_out_row(sl_collector_t *c) {
+    sl_rw_begin(&c->w, c->op->out_schema);
+    c->begun = true;
+    return &c->w;
+}
+
+void sl_out_set_timestamp(sl_collector_t *c, int64_t ts) {
+    c->ts = ts;
+    c->ts_set = true;
+}
+
+static void emit_from(sl_collector_t *c, sl_row_writer_t *w, int tag) {
+    if (w->err) {
+        sl_op_fail(c->op, w->err, "bad output row (%s)", sl_strerror(w->err));
+        return;
+    }
+    sl_record_t rec = {sl_rw_row(w), c->ts_set ? c->ts : c->in_ts};
+    c->emitted++;
+    sl_op_emit(c->op, tag, &rec);
+}
+
+void sl_emit(sl_collector_t *c) {
+    if (!c->begun) {
+        sl_op_fail(c->op, SL_EINVAL, "sl_emit without sl_out_row");
+        return;
+    }
+    emit_from(c, &c->w, 0);
+}
+
+sl_row_writer_t *sl_side_row(sl_collector_t *c, const char *tag) {
+    int id = sl_tag_lookup(c->op->tags, tag);
+    if (id < 0) {
+        sl_op_fail(c->op, SL_ENOTFOUND, "unknown side-output tag '%s'", tag);
+        c->side_tag = -1;
+        sl_rw_begin(&c->side_w, c->op->out_schema);
+        return &c->side_w;
+    }
+    c->side_tag = id;
+    sl_rw_begin(&c->side_w, c->op->tags->tags[id].schema);
+    return &c->side_w;
+}
+
+void sl_emit_side(sl_collector_t *c, const char *tag) {
+    if (c->side_tag <= 0 || strcmp(c->op->tags->tags[c->side_tag].name, tag) != 0) {
+        sl_op_fail(c->op, SL_EINVAL, "sl_emit_side('%s') without a matching sl_side_row", tag);
+        return;
+    }
+    emit_from(c, &c->side_w, c->side_tag);
+}
+
+/* ---- keyed state for user functions ---- */
+
+static sl_state_t *new_state(sl_rt_t *rt, const char *name, sl_state_kind_t kind, int pub_kind) {
+    sl_operator_t *op = rt->op;
+    if (!op->kb) {
+        sl_op_fail(op, SL_EINVAL, "keyed state '%s' used on a non-keyed stream", name);
+        return NULL;
+    }
+    sl_state_desc_t d = {name, kind};
+    int sid = op->kb->ops->register_state(op->kb, &d);
+    if (sid < 0) {
+        sl_op_fail(op, sid, "cannot register state '%s'", name);
+        return NULL;
+    }
+    sl_state_t *st = sl_calloc(1, sizeof *st);
+    st->op = op;
+    st->sid = sid;
+    st->kind = pub_kind;
+    op->states = sl_realloc(op->states, (size_t)(op->nstates + 1) * sizeof *op->states);
+    op->states[op->nstates++] = st;
+    return st;
+}
+
+sl_state_t *sl_state_value(sl_rt_t *rt, const char *name) { return new_state(rt, name, SL_STATE_VALUE, 0); }
+sl_state_t *sl_state_list(sl_rt_t *rt, const char *name) { return new_state(rt, name, SL_STATE_LIST, 1); }
+sl_state_t *sl_state_map(sl_rt_t *rt, const char *name) { return new_state(rt, name, SL_STATE_MAP, 2); }
+
+sl_state_t *sl_state_reducing(sl_rt_t *rt, const char *name, uint32_t size, sl_reduce_bytes_fn fn, void *ctx) {
+    sl_state_t *st = new_state(rt, name, SL_STATE_VALUE, 3);
+    if (st) {
+        st->size = size;
+        st->fn = fn;
+        st->ctx = ctx;
+    }
+    return st;
+}
+
+sl_state_t *sl_state_aggregating(sl_rt_t *rt, const char *name, uint32_t acc_size,
+                                 void (*init)(void *ctx, void *acc), sl_reduce_bytes_fn add, void *ctx) {
+    sl_state_t *st = new_state(rt, name, SL_STATE_VALUE, 4);
+    if (st) {
+        st->size = acc_size;
+        st->fn = add;
+        st->init = init;
+        st->ctx = ctx;
+    }
+    return st;
+}
+
+#define KB(st) ((st)->op->kb)
+
+const void *sl_value_get(sl_state_t *st, uint32_t *len) {
+    uint32_t l = 0;
+    const void *v = KB(st)->ops->get(KB(st), st->sid, "", 0, &l);
+    if (len) *len = l;
+    return v;
+}
+
+int sl_value_put(sl_state_t *st, const void *v, uint32_t len) {
+    return KB(st)->ops->put(KB(st), st->sid, "", 0, v, len);
+}
+
+void sl_state_clear(sl_state_t *st) { KB(st)->ops->remove(KB(st), st->sid, "", 0); }
+
+int sl_list_add(sl_state_t *st, const void *v, uint32_t len) {
+    return KB(st)->ops->list_add(KB(st), st->sid, "", 0, v, len);
+}
+
+typedef struct {
+    void (*fn)(void *c, const void *v, uint32_t len);
+    void *c;
+} list_visit_t;
+
+static int list_cb(void *c, const void *v, uint32_t len) {
+    list_visit_t *lv = c;
+    if (lv->fn) lv->fn(lv->c, v, len);
+    return 0;
+}
+
+int sl_list_foreach(sl_state_t *st, void (*fn)(void *c, const void *v, uint32_t len), void *c) {
+    list_visit_t lv = {fn, c};
+    return KB(st)->ops->list_foreach(KB(st), st->sid, "", 0, list_cb, &lv);
+}
+
+const void *sl_map_get(sl_state_t *st, const void *k, uint32_t klen, uint32_t *vlen) {
+    return KB(st)->ops->map_get(KB(st), st->sid, "", 0, k, klen, vlen);
+}
+
+int sl_map_put(sl_state_t *st, const void *k, uint32_t klen, const void *v, uint32_t vlen) {
+    return KB(st)->ops->map_put(KB(st), st->sid, "", 0, k, klen, v, vlen);
+}
+
+int sl_map_remove(sl_state_t *st, const void *k, uint32_t klen) {
+    return KB(st)->ops->map_remove(KB(st), st->sid, "", 0, k, klen);
+}
+
+typedef struct {
+    void (*fn)(void *c, const void *k, uint32_t kl, const void *v, uint32_t vl);
+    void *c;
+} map_visit_t;
+
+static int map_cb(void *c, const void *k, uint32_t kl, const void *v, uint32_t vl) {
+    map_visit_t *mv = c;
+    mv->fn(mv->c, k, kl, v, vl);
+    return 0;
+}
+
+int sl_map_foreach(sl_state_t *st, void (*fn)(void *c, const void *k, uint32_t kl, const void *v, uint32_t vl),
+                   void *c) {
+    map_visit_t mv = {fn, c};
+    return KB(st)->ops->map_foreach(KB(st), st->sid, "", 0, map_cb, &mv);
+}
+
+int sl_fold_add(sl_state_t *st, const void *value) {
+    if (st->kind != 3 && st->kind != 4) return SL_EINVAL;
+    bool created = false;
+    void *acc = KB(st)->ops->get_mut(KB(st), st->sid, "", 0, st->size, &created);
+    if (!acc) return SL_ESTATE;
+    if (st->kind == 3) {
+        if (created)
+            memcpy(acc, value, st->size);
+        else
+            st->fn(st->ctx, acc, value);
+    } else {
+        if (created && st->init) st->init(st->ctx, acc);
+        st->fn(st->ctx, acc, value);
+    }
+    return KB(st)->ops->put(KB(st), st->sid, "", 0, acc, st->size);
+}
+
+const void *sl_fold_get(sl_state_t *st) {
+    uint32_t len;
+    return KB(st)->ops->get(KB(st), st->sid, "", 0, &len);
+}
+
+/* ---- process-function context ---- */
+
+const uint8_t *sl_pctx_key(sl_pctx_t *pc, uint32_t *len) {
+    *len = pc->op->kb ? pc->op->kb->keylen : 0;
+    return pc->op->kb ? pc->op->kb->key : NULL;
+}
+
+int64_t sl_pctx_timestamp(sl_pctx_t *pc) { return pc->ts; }
+int64_t sl_pctx_watermark(sl_pctx_t *pc) { return pc->op->wm; }
+int64_t sl_pctx_now(sl_pctx_t *pc) { return sl_op_now(pc->op); }
+
+static void timer_op(sl_pctx_t *pc, sl_time_domain_t d, int64_t ts, bool del) {
+    sl_operator_t *op = pc->op;
+    if (!op->timers) {
+        sl_op_fail(op, SL_EINVAL, "timers need a keyed stream");
+        return;
+    }
+    sl_keyed_backend_t *kb = op->kb;
+    if (del)
+        sl_timers_delete(op->timers, d, kb->kg, kb->key, kb->keylen, "", 0, ts);
+    else if (sl_timers_register(op->timers, d, kb->kg, kb->key, kb->keylen, "", 0, ts) > 0 &&
+             d == SL_TIME_PROCESSING)
+        sl_op_schedule_processing(op, ts);
+}
+
+void sl_timer_event(sl_pctx_t *pc, int64_t ts) { timer_op(pc, SL_TIME_EVENT, ts, false); }
+void sl_timer_processing(sl_pctx_t *pc, int64_t ts) { timer_op(pc, SL_TIME_PROCESSING, ts, false); }
+void sl_timer_delete_event(sl_pctx_t *pc, int64_t ts) { timer_op(pc, SL_TIME_EVENT, ts, true); }
+void sl_timer_delete_processing(sl_pctx_t *pc, int64_t ts) { timer_op(pc, SL_TIME_PROCESSING, ts, true); }
+
+int sl_rt_subtask(sl_rt_t *rt) { return rt->op->subtask; }
+int sl_rt_parallelism(sl_rt_t *rt) { return rt->op->parallelism; }

@@ -1,0 +1,80 @@
+/*
+ * channel.h — network buffers, bounded channels and wakers.
+ *
+ * A channel carries serialized buffers from one producer subtask to one
+ * consumer subtask (Flink's result subpartition + input channel, local
+ * variant).  It owns a fixed number of buffers: the producer takes a free
+ * one (its credit), fills it and sends it; the consumer reads it and
+ * recycles it.  When all buffers are in flight the producer blocks — that
+ * is backpressure, and it is why memory between two tasks is bounded by
+ * buffers_per_channel * buffer_size.  A remote channel (another process)
+ * will implement the same four calls over a socket with credit messages.
+ *
+ * Element encoding inside a buffer (all little-endian, unaligned):
+ *   'R' i64 ts, u32 len, row bytes     a record
+ *   'W' i64 watermark                  a watermark
+ *   'S' u8 idle                        stream status (1 idle, 0 active)
+ *   'E'                                end of partition (producer finished)
+ */
+#ifndef SL_CHANNEL_H
+#define SL_CHANNEL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+enum { SL_EL_RECORD = 'R', SL_EL_WATERMARK = 'W', SL_EL_STATUS = 'S', SL_EL_END = 'E' };
+#define SL_REC_HEADER 13 /* tag + ts + len */
+
+typedef struct sl_nbuf {
+    uint8_t *data;
+    uint32_t len, cap;
+    struct sl_nbuf *next;
+} sl_nbuf_t;
+
+/* Wakes a task thread that waits for input or mail. */
+typedef struct sl_waker {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool pending;
+} sl_waker_t;
+
+void sl_waker_init(sl_waker_t *w);
+void sl_waker_destroy(sl_waker_t *w);
+void sl_waker_signal(sl_waker_t *w);
+/* Waits until signalled or until deadline_ns (monotonic); clears the signal. */
+void sl_waker_wait(sl_waker_t *w, int64_t deadline_ns);
+
+typedef struct sl_channel {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;          /* producer waits for a free buffer */
+    sl_nbuf_t *full_head, *full_tail;
+    sl_nbuf_t *free_list;
+    int nbufs;
+    uint32_t buf_size;
+    atomic_int queued;          /* full buffers waiting (read without lock as a hint) */
+    bool canceled;
+    sl_waker_t *consumer;       /* signalled when a buffer arrives */
+    /* metrics */
+    atomic_llong backpressured_ns;
+    atomic_llong bytes;
+} sl_channel_t;
+
+sl_channel_t *sl_channel_new(int nbufs, uint32_t buf_size, sl_waker_t *consumer);
+void sl_channel_destroy(sl_channel_t *ch);
+/* Producer: a free buffer with at least `need` bytes of capacity; blocks
+ * while none is free.  NULL once the channel is canceled. */
+sl_nbuf_t *sl_channel_acquire(sl_channel_t *ch, uint32_t need);
+/* Producer: hands a filled buffer to the consumer. */
+void sl_channel_send(sl_channel_t *ch, sl_nbuf_t *b);
+/* Consumer: the next full buffer, or NULL. */
+sl_nbuf_t *sl_channel_poll(sl_channel_t *ch);
+/* Consumer: gives a read buffer back (a credit for the producer). */
+void sl_channel_recycle(sl_channel_t *ch, sl_nbuf_t *b);
+/* Wakes and fails every blocked producer. */
+void sl_channel_cancel(sl_channel_t *ch);
+/* Buffers currently in flight (filled, not yet recycled). */
+int sl_channel_in_flight(sl_channel_t *ch);
+
+#endif

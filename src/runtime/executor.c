@@ -1,0 +1,279 @@
+/*
+ * executor.c — deploys a job in this process (the embedded mode): one
+ * task per vertex subtask, one bounded channel per connected pair of
+ * subtasks of every non-chained edge, one thread per task.
+ *
+ * Pointwise edges (forward, rescale) connect subtask i upstream to the
+ * downstream subtasks Flink would connect; all-to-all edges (hash,
+ * rebalance, broadcast) connect every pair.
+ */
+#include "runtime/executor.h"
+
+#include <stdio.h>
+
+#include "api/env_int.h"
+#include "common/common.h"
+#include "graph/job_graph.h"
+#include "runtime/task_int.h"
+
+void sl_chain_out_init(sl_chain_out_t *co, sl_task_t *t, int ntags);
+void sl_gate_init(sl_input_gate_t *g, sl_task_t *t, int input, const sl_schema_t *schema);
+void sl_gate_add_channel(sl_input_gate_t *g, sl_channel_t *ch);
+void sl_gate_finalize(sl_input_gate_t *g);
+void sl_gate_free(sl_input_gate_t *g);
+
+struct sl_executor {
+    sl_env_t *env;
+    char *job_name;
+    sl_job_graph_t jg;
+    sl_task_t **tasks;      /* per vertex: array of parallelism tasks */
+    int ntasks;
+    sl_channel_t **channels;
+    int nchannels, channels_cap;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int running;
+    bool failed, canceled;
+    sl_task_t *first_failure;
+};
+
+static sl_channel_t *new_channel(sl_executor_t *ex, sl_task_t *consumer) {
+    if (ex->nchannels == ex->channels_cap) {
+        ex->channels_cap = ex->channels_cap ? ex->channels_cap * 2 : 64;
+        ex->channels = sl_realloc(ex->channels, (size_t)ex->channels_cap * sizeof *ex->channels);
+    }
+    sl_channel_t *ch = sl_channel_new(ex->env->buffers_per_channel, (uint32_t)ex->env->buffer_size, &consumer->waker);
+    ex->channels[ex->nchannels++] = ch;
+    return ch;
+}
+
+/* Pointwise connection (forward/rescale) between p_src and p_dst subtasks. */
+static bool pointwise_connected(int i, int ps, int j, int pd) {
+    if (ps == pd) return i == j;
+    if (ps > pd) return (int)((int64_t)i * pd / ps) == j;
+    return (int)((int64_t)j * ps / pd) == i;
+}
+
+static void add_writer(sl_task_t *t, sl_chain_out_t *co, int tag, sl_record_writer_t *w) {
+    sl_tag_route_t *r = &co->tags[tag];
+    r->w = sl_realloc(r->w, (size_t)(r->nw + 1) * sizeof *r->w);
+    r->w[r->nw++] = w;
+    t->writers = sl_realloc(t->writers, (size_t)(t->nwriters + 1) * sizeof *t->writers);
+    t->writers[t->nwriters++] = w;
+}
+
+int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, char *err, size_t errlen) {
+    sl_executor_t *ex = sl_calloc(1, sizeof *ex);
+    ex->env = env;
+    ex->job_name = sl_strdup(job_name ? job_name : "job");
+    pthread_mutex_init(&ex->mu, NULL);
+    pthread_cond_init(&ex->cv, NULL);
+    int rc = sl_job_graph_build(env, &ex->jg, err, errlen);
+    if (rc < 0) {
+        sl_executor_destroy(ex);
+        return rc;
+    }
+    sl_job_graph_t *jg = &ex->jg;
+    ex->ntasks = jg->nv;
+    ex->tasks = sl_calloc((size_t)jg->nv, sizeof *ex->tasks);
+    int ntags = env->tags.n;
+
+    /* tasks and operators */
+    for (int v = 0; v < jg->nv; v++) {
+        sl_job_vertex_t *jv = &jg->v[v];
+        ex->tasks[v] = sl_calloc((size_t)jv->parallelism, sizeof(sl_task_t));
+        for (int s = 0; s < jv->parallelism; s++) {
+            sl_task_t *t = &ex->tasks[v][s];
+            snprintf(t->name, sizeof t->name, "%s (%d/%d)", jv->name, s + 1, jv->parallelism);
+            t->vertex = v;
+            t->subtask = s;
+            t->parallelism = jv->parallelism;
+            t->ex = ex;
+            t->clock = env->clock;
+            t->clock_ctx = env->clock_ctx;
+            sl_waker_init(&t->waker);
+            atomic_init(&t->cancel, false);
+            t->nops = jv->nnodes;
+            t->ops = sl_calloc((size_t)t->nops, sizeof *t->ops);
+            t->outs = sl_calloc((size_t)t->nops, sizeof *t->outs);
+            t->wake = sl_calloc((size_t)t->nops, sizeof *t->wake);
+            const sl_node_t *head = env->nodes[jv->nodes[0]];
+            t->is_source = head->kind == SL_NODE_SOURCE;
+            for (int k = 0; k < t->nops; k++) {
+                const sl_node_t *n = env->nodes[jv->nodes[k]];
+                sl_op_init_t init;
+                memset(&init, 0, sizeof init);
+                init.subtask = s;
+                init.parallelism = jv->parallelism;
+                init.max_parallelism = jg->max_parallelism;
+                init.ninputs = n->ninputs;
+                for (int in = 0; in < 2; in++) {
+                    init.key[in] = n->keyed[in] ? &n->key[in] : NULL;
+                    init.in_schema[in] = n->in_schema[in];
+                }
+                init.out_schema = n->out_schema;
+                init.tags = &env->tags;
+                init.name = n->name;
+                init.uid = n->uid;
+                init.task = t;
+                sl_operator_t *op = n->create(n->spec, &init);
+                op->chain_index = k;
+                t->ops[k] = op;
+                t->wake[k] = INT64_MAX;
+                sl_chain_out_init(&t->outs[k], t, ntags);
+                op->out = &t->outs[k].base;
+            }
+            for (int in = 0; in < head->ninputs; in++) sl_gate_init(&t->gates[in], t, in, head->in_schema[in]);
+            t->ngates = head->ninputs;
+        }
+    }
+    /* edges: chained calls or channels */
+    for (int e = 0; e < env->nedges; e++) {
+        const sl_edge_t *ed = &env->edges[e];
+        int vs = jg->vertex_of[ed->src], vd = jg->vertex_of[ed->dst];
+        int ks = jg->index_in_vertex[ed->src], kd = jg->index_in_vertex[ed->dst];
+        int ps = jg->v[vs].parallelism, pd = jg->v[vd].parallelism;
+        if (jg->chained[e]) {
+            for (int s = 0; s < ps; s++) {
+                sl_task_t *t = &ex->tasks[vs][s];
+                sl_tag_route_t *r = &t->outs[ks].tags[ed->tag];
+                r->ops = sl_realloc(r->ops, (size_t)(r->nops + 1) * sizeof *r->ops);
+                r->ops[r->nops].op = t->ops[kd];
+                r->ops[r->nops].input = ed->dst_input;
+                r->nops++;
+            }
+            continue;
+        }
+        sl_partitioning_t part = jg->part[e];
+        bool pointwise = part == SL_PART_FORWARD || part == SL_PART_RESCALE;
+        sl_channel_t **row = sl_calloc((size_t)pd, sizeof *row);
+        for (int i = 0; i < ps; i++) {
+            int n = 0;
+            for (int j = 0; j < pd; j++) {
+                if (pointwise && !pointwise_connected(i, ps, j, pd)) continue;
+                sl_task_t *dt = &ex->tasks[vd][j];
+                sl_channel_t *ch = new_channel(ex, dt);
+                sl_gate_add_channel(&dt->gates[ed->dst_input], ch);
+                row[n++] = ch;
+            }
+            sl_task_t *st = &ex->tasks[vs][i];
+            sl_record_writer_t *w = sl_record_writer_new(part, &ed->key, jg->max_parallelism, row, n, i);
+            add_writer(st, &st->outs[ks], ed->tag, w);
+        }
+        sl_free(row);
+    }
+    for (int v = 0; v < jg->nv; v++)
+        for (int s = 0; s < jg->v[v].parallelism; s++) {
+            sl_task_t *t = &ex->tasks[v][s];
+            for (int g = 0; g < t->ngates; g++) sl_gate_finalize(&t->gates[g]);
+        }
+    *out = ex;
+    return 0;
+}
+
+static void cancel_all_locked(sl_executor_t *ex) {
+    for (int v = 0; v < ex->ntasks; v++)
+        for (int s = 0; s < ex->jg.v[v].parallelism; s++) sl_task_cancel(&ex->tasks[v][s]);
+    for (int i = 0; i < ex->nchannels; i++) sl_channel_cancel(ex->channels[i]);
+}
+
+void sl_executor_task_failed(sl_executor_t *ex, sl_task_t *t) {
+    pthread_mutex_lock(&ex->mu);
+    if (!ex->failed && !ex->canceled) {
+        ex->failed = true;
+        ex->first_failure = t;
+        cancel_all_locked(ex);
+    }
+    ex->running--;
+    pthread_cond_broadcast(&ex->cv);
+    pthread_mutex_unlock(&ex->mu);
+}
+
+void sl_executor_task_done(sl_executor_t *ex, sl_task_t *t) {
+    pthread_mutex_lock(&ex->mu);
+    ex->running--;
+    pthread_cond_broadcast(&ex->cv);
+    pthread_mutex_unlock(&ex->mu);
+}
+
+void sl_executor_cancel(sl_executor_t *ex) {
+    pthread_mutex_lock(&ex->mu);
+    if (!ex->failed && !ex->canceled) {
+        ex->canceled = true;
+        cancel_all_locked(ex);
+    }
+    pthread_mutex_unlock(&ex->mu);
+}
+
+int sl_executor_run(sl_executor_t *ex, char *err, size_t errlen) {
+    pthread_mutex_lock(&ex->mu);
+    for (int v = 0; v < ex->ntasks; v++)
+        for (int s = 0; s < ex->jg.v[v].parallelism; s++) {
+            sl_task_t *t = &ex->tasks[v][s];
+            if (pthread_create(&t->thread, NULL, sl_task_main, t) != 0) {
+                ex->failed = true;
+                cancel_all_locked(ex);
+                snprintf(err, errlen, "cannot start a thread for task %s", t->name);
+                break;
+            }
+            t->started = true;
+            ex->running++;
+        }
+    pthread_mutex_unlock(&ex->mu);
+    for (int v = 0; v < ex->ntasks; v++)
+        for (int s = 0; s < ex->jg.v[v].parallelism; s++)
+            if (ex->tasks[v][s].started) pthread_join(ex->tasks[v][s].thread, NULL);
+    /* per-node metrics */
+    for (int v = 0; v < ex->ntasks; v++)
+        for (int s = 0; s < ex->jg.v[v].parallelism; s++) {
+            sl_task_t *t = &ex->tasks[v][s];
+            for (int k = 0; k < t->nops; k++) {
+                sl_node_t *n = ex->env->nodes[ex->jg.v[v].nodes[k]];
+                n->records_in += t->ops[k]->records_in;
+                n->records_out += t->ops[k]->records_out;
+            }
+        }
+    if (ex->failed && ex->first_failure) {
+        snprintf(err, errlen, "%s", ex->first_failure->err);
+        return ex->first_failure->rc;
+    }
+    if (ex->failed) return SL_EIO;
+    if (ex->canceled) {
+        snprintf(err, errlen, "job '%s' was canceled", ex->job_name);
+        return SL_ECANCELED;
+    }
+    return 0;
+}
+
+void sl_executor_destroy(sl_executor_t *ex) {
+    if (!ex) return;
+    for (int v = 0; v < ex->ntasks; v++) {
+        for (int s = 0; s < ex->jg.v[v].parallelism; s++) {
+            sl_task_t *t = &ex->tasks[v][s];
+            for (int k = 0; k < t->nops; k++) {
+                if (t->ops[k]) t->ops[k]->vt->destroy(t->ops[k]);
+                for (int g = 0; g < t->outs[k].ntags; g++) {
+                    sl_free(t->outs[k].tags[g].ops);
+                    sl_free(t->outs[k].tags[g].w);
+                }
+                sl_free(t->outs[k].tags);
+            }
+            for (int w = 0; w < t->nwriters; w++) sl_record_writer_destroy(t->writers[w]);
+            sl_free(t->writers);
+            for (int g = 0; g < t->ngates; g++) sl_gate_free(&t->gates[g]);
+            sl_free(t->ops);
+            sl_free(t->outs);
+            sl_free(t->wake);
+            sl_waker_destroy(&t->waker);
+        }
+        sl_free(ex->tasks[v]);
+    }
+    sl_free(ex->tasks);
+    for (int i = 0; i < ex->nchannels; i++) sl_channel_destroy(ex->channels[i]);
+    sl_free(ex->channels);
+    sl_job_graph_free(&ex->jg);
+    pthread_mutex_destroy(&ex->mu);
+    pthread_cond_destroy(&ex->cv);
+    sl_free(ex->job_name);
+    sl_free(ex);
+}

@@ -1,0 +1,45 @@
+/*
+ * record_writer.h — the producing end of one job edge in one subtask
+ * (Flink's RecordWriter + ChannelSelector): picks the channel(s) of each
+ * record with the edge's partitioner and serializes it into that channel's
+ * current buffer.  A full buffer is sent; an empty channel credit blocks
+ * (backpressure).  flush() sends partly filled buffers (the task calls it
+ * when it runs out of input, so latency stays low at low rates while
+ * buffers fill up under load).
+ */
+#ifndef SL_RECORD_WRITER_H
+#define SL_RECORD_WRITER_H
+
+#include "graph/stream_graph.h"
+#include "runtime/channel.h"
+
+typedef struct sl_record_writer {
+    sl_partitioning_t part;
+    sl_key_selector_t key;
+    int max_parallelism;
+    int nch;
+    sl_channel_t **ch;   /* indexed by downstream subtask (hash) or target order */
+    sl_nbuf_t **cur;
+    int rr;
+    bool canceled;
+    int64_t records;
+    uint8_t keybuf[SL_MAX_KEY_LEN];
+} sl_record_writer_t;
+
+sl_record_writer_t *sl_record_writer_new(sl_partitioning_t part, const sl_key_selector_t *key, int maxp,
+                                         sl_channel_t **ch, int nch, int start_rr);
+void sl_record_writer_destroy(sl_record_writer_t *w);
+/* Returns 0, or < 0 when the key selector failed or the job was canceled. */
+int sl_record_writer_emit(sl_record_writer_t *w, const sl_record_t *rec);
+void sl_record_writer_watermark(sl_record_writer_t *w, int64_t wm);
+void sl_record_writer_status(sl_record_writer_t *w, bool idle);
+/* Sends the end-of-partition marker on every channel (and flushes). */
+void sl_record_writer_end(sl_record_writer_t *w);
+void sl_record_writer_flush(sl_record_writer_t *w);
+
+/* The partitioner alone (for tests): the channel for a record, or -1 for
+ * "all channels" (broadcast).  *rr is the round-robin cursor. */
+int sl_partition_select(sl_partitioning_t part, const sl_key_selector_t *key, int maxp, int nch,
+                        const sl_row_t *row, int *rr, uint8_t *keybuf);
+
+#endif

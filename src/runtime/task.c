@@ -1,0 +1,300 @@
+/*
+ * task.c — the task's thread (Flink's StreamTask + mailbox loop).
+ *
+ * One thread owns everything in a task.  Each turn of the loop it:
+ *   1. stops if cancelled or failed;
+ *   2. fires due processing-time wake-ups of its operators;
+ *   3. a source task polls its reader for a batch; other tasks take at most
+ *      one buffer from each input channel and run its elements through the
+ *      operator chain (records, watermarks through the valve, status, end);
+ *   4. when there was nothing to do it flushes partly filled output buffers
+ *      and sleeps until input, mail or the next timer wakes it.
+ * When every input has ended it ends the chain in order (end_input), sends
+ * end-of-partition downstream and closes its operators.
+ */
+#include <stdio.h>
+
+#include "common/common.h"
+#include "operators/source_op.h"
+#include "runtime/task_int.h"
+
+#define SOURCE_BATCH 512
+#define MAX_IDLE_WAIT_NS 50000000LL
+
+int64_t sl_task_now(sl_task_t *t) { return t->clock(t->clock_ctx); }
+
+void sl_task_schedule_processing(sl_task_t *t, sl_operator_t *op, int64_t ts) {
+    int i = op->chain_index;
+    if (ts < t->wake[i]) t->wake[i] = ts;
+    (void)t;
+}
+
+void sl_task_fail(sl_task_t *t, int rc, const char *msg) {
+    if (t->failed) return;
+    t->failed = true;
+    t->rc = rc < 0 ? rc : SL_EINVAL;
+    snprintf(t->err, sizeof t->err, "%s: %s", t->name, msg);
+}
+
+const char *sl_task_name(const sl_task_t *t) { return t->name; }
+
+void sl_task_cancel(sl_task_t *t) {
+    atomic_store(&t->cancel, true);
+    sl_waker_signal(&t->waker);
+}
+
+/* ---- chain output ---- */
+
+static void out_record(sl_op_output_t *o, int tag, const sl_record_t *rec) {
+    sl_chain_out_t *co = (sl_chain_out_t *)o;
+    if (SL_UNLIKELY(tag >= co->ntags)) return;
+    sl_tag_route_t *r = &co->tags[tag];
+    for (int i = 0; i < r->nops; i++) {
+        sl_operator_t *op = r->ops[i].op;
+        op->records_in++;
+        int rc = op->vt->process(op, r->ops[i].input, rec);
+        if (SL_UNLIKELY(rc < 0) && !co->task->failed) sl_task_fail(co->task, rc, sl_strerror(rc));
+    }
+    for (int i = 0; i < r->nw; i++) {
+        int rc = sl_record_writer_emit(r->w[i], rec);
+        if (SL_UNLIKELY(rc < 0) && rc != SL_ECANCELED && !co->task->failed)
+            sl_task_fail(co->task, rc, "key selector failed in partitioner");
+    }
+}
+
+static void out_watermark(sl_op_output_t *o, int64_t wm) {
+    sl_chain_out_t *co = (sl_chain_out_t *)o;
+    for (int t = 0; t < co->ntags; t++) {
+        sl_tag_route_t *r = &co->tags[t];
+        for (int i = 0; i < r->nops; i++) {
+            int rc = sl_op_watermark(r->ops[i].op, r->ops[i].input, wm);
+            if (rc < 0 && !co->task->failed) sl_task_fail(co->task, rc, sl_strerror(rc));
+        }
+        for (int i = 0; i < r->nw; i++) sl_record_writer_watermark(r->w[i], wm);
+    }
+}
+
+static void out_status(sl_op_output_t *o, bool idle) {
+    sl_chain_out_t *co = (sl_chain_out_t *)o;
+    for (int t = 0; t < co->ntags; t++) {
+        sl_tag_route_t *r = &co->tags[t];
+        for (int i = 0; i < r->nops; i++) sl_op_status(r->ops[i].op, r->ops[i].input, idle);
+        for (int i = 0; i < r->nw; i++) sl_record_writer_status(r->w[i], idle);
+    }
+}
+
+void sl_chain_out_init(sl_chain_out_t *co, sl_task_t *t, int ntags) {
+    co->base.record = out_record;
+    co->base.watermark = out_watermark;
+    co->base.status = out_status;
+    co->task = t;
+    co->ntags = ntags;
+    co->tags = sl_calloc((size_t)ntags, sizeof *co->tags);
+}
+
+/* ---- input gates ---- */
+
+static void gate_on_wm(void *ctx, int64_t wm) {
+    sl_input_gate_t *g = ctx;
+    sl_operator_t *head = g->task->ops[0];
+    int rc = sl_op_watermark(head, g->input, wm);
+    if (rc < 0 && !g->task->failed) sl_task_fail(g->task, rc, sl_strerror(rc));
+}
+
+static void gate_on_status(void *ctx, bool idle) {
+    sl_input_gate_t *g = ctx;
+    sl_op_status(g->task->ops[0], g->input, idle);
+}
+
+void sl_gate_init(sl_input_gate_t *g, sl_task_t *t, int input, const sl_schema_t *schema) {
+    g->task = t;
+    g->input = input;
+    g->schema = schema;
+}
+
+void sl_gate_add_channel(sl_input_gate_t *g, sl_channel_t *ch) {
+    g->ch = sl_realloc(g->ch, (size_t)(g->nch + 1) * sizeof *g->ch);
+    g->ch[g->nch++] = ch;
+}
+
+void sl_gate_finalize(sl_input_gate_t *g) {
+    g->ended = sl_calloc((size_t)(g->nch ? g->nch : 1), sizeof(bool));
+    sl_valve_init(&g->valve, g->nch, gate_on_wm, gate_on_status, g);
+}
+
+void sl_gate_free(sl_input_gate_t *g) {
+    sl_free(g->ch);
+    sl_free(g->ended);
+    sl_valve_free(&g->valve);
+}
+
+/* Runs one buffer's elements through the head operator. */
+static int consume(sl_task_t *t, sl_input_gate_t *g, int c, const sl_nbuf_t *b) {
+    sl_operator_t *head = t->ops[0];
+    const uint8_t *p = b->data, *end = b->data + b->len;
+    sl_record_t rec;
+    rec.row.schema = g->schema;
+    while (p < end && !t->failed) {
+        switch (*p) {
+        case SL_EL_RECORD: {
+            if (SL_UNLIKELY(end - p < SL_REC_HEADER)) goto corrupt;
+            rec.ts = (int64_t)sl_ld64(p + 1);
+            rec.row.len = sl_ld32(p + 9);
+            if (SL_UNLIKELY((uint64_t)(end - p - SL_REC_HEADER) < rec.row.len)) goto corrupt;
+            rec.row.data = p + SL_REC_HEADER;
+            head->records_in++;
+            int rc = head->vt->process(head, g->input, &rec);
+            if (SL_UNLIKELY(rc < 0) && !t->failed) sl_task_fail(t, rc, sl_strerror(rc));
+            p += SL_REC_HEADER + rec.row.len;
+            break;
+        }
+        case SL_EL_WATERMARK:
+            if (end - p < 9) goto corrupt;
+            sl_valve_watermark(&g->valve, c, (int64_t)sl_ld64(p + 1));
+            p += 9;
+            break;
+        case SL_EL_STATUS:
+            if (end - p < 2) goto corrupt;
+            sl_valve_status(&g->valve, c, p[1] != 0);
+            p += 2;
+            break;
+        case SL_EL_END:
+            if (!g->ended[c]) {
+                g->ended[c] = true;
+                g->nended++;
+            }
+            p += 1;
+            break;
+        default:
+            goto corrupt;
+        }
+    }
+    return 0;
+corrupt:
+    sl_task_fail(t, SL_EFORMAT, "corrupt network buffer (bad element)");
+    return SL_EFORMAT;
+}
+
+static void flush_all(sl_task_t *t) {
+    for (int i = 0; i < t->nwriters; i++) sl_record_writer_flush(t->writers[i]);
+}
+
+static int64_t fire_timers(sl_task_t *t) {
+    int64_t next = INT64_MAX;
+    bool any = false;
+    for (int i = 0; i < t->nops; i++) any = any || t->wake[i] != INT64_MAX;
+    if (!any) return next;
+    int64_t now = sl_task_now(t);
+    for (int i = 0; i < t->nops && !t->failed; i++) {
+        if (t->wake[i] <= now) {
+            t->wake[i] = INT64_MAX;
+            sl_operator_t *op = t->ops[i];
+            if (op->vt->on_processing_time) {
+                int rc = op->vt->on_processing_time(op, now);
+                if (rc < 0 && !t->failed) sl_task_fail(t, rc, sl_strerror(rc));
+            }
+        }
+        if (t->wake[i] < next) next = t->wake[i];
+    }
+    return next;
+}
+
+/* Sleeps until something arrives or until processing time `next_ms`. */
+static void wait_for_work(sl_task_t *t, int64_t next_ms) {
+    int64_t deadline = sl_mono_ns() + MAX_IDLE_WAIT_NS;
+    if (next_ms != INT64_MAX) {
+        int64_t delta_ms = next_ms - sl_task_now(t);
+        if (delta_ms <= 0) return;
+        int64_t d = sl_mono_ns() + delta_ms * 1000000LL;
+        if (d < deadline) deadline = d;
+    }
+    int64_t t0 = sl_mono_ns();
+    sl_waker_wait(&t->waker, deadline);
+    t->idle_ns += sl_mono_ns() - t0;
+}
+
+static bool inputs_ended(const sl_task_t *t) {
+    for (int i = 0; i < t->ngates; i++)
+        if (t->gates[i].nended < t->gates[i].nch) return false;
+    return true;
+}
+
+static void run_loop(sl_task_t *t) {
+    bool source_done = false;
+    bool gate_done[2] = {false, false};
+    while (!atomic_load_explicit(&t->cancel, memory_order_relaxed) && !t->failed) {
+        int64_t next = fire_timers(t);
+        bool did = false;
+        if (t->is_source) {
+            int r = sl_source_op_poll(t->ops[0], SOURCE_BATCH);
+            if (r < 0 || t->failed) break;
+            if (r == SL_SRC_END) {
+                source_done = true;
+                break;
+            }
+            did = r == SL_SRC_MORE;
+            int64_t tick = sl_source_op_next_tick(t->ops[0]);
+            if (tick < next) next = tick;
+            if (r == SL_SRC_IDLE && next == INT64_MAX) next = sl_task_now(t) + 1;
+        } else {
+            for (int gi = 0; gi < t->ngates; gi++) {
+                sl_input_gate_t *g = &t->gates[gi];
+                for (int c = 0; c < g->nch; c++) {
+                    sl_nbuf_t *b = sl_channel_poll(g->ch[c]);
+                    if (!b) continue;
+                    did = true;
+                    consume(t, g, c, b);
+                    sl_channel_recycle(g->ch[c], b);
+                }
+                if (!gate_done[gi] && g->nended == g->nch && !t->failed) {
+                    gate_done[gi] = true;
+                    int rc = sl_op_end_input(t->ops[0], g->input);
+                    if (rc < 0 && !t->failed) sl_task_fail(t, rc, sl_strerror(rc));
+                }
+            }
+            if (inputs_ended(t)) break;
+        }
+        if (!did) {
+            flush_all(t);
+            wait_for_work(t, next);
+        }
+    }
+    (void)source_done;
+}
+
+/* End of all input: end the chained operators in order, then tell
+ * downstream. */
+static void finish_chain(sl_task_t *t) {
+    for (int i = 1; i < t->nops && !t->failed; i++) {
+        sl_operator_t *op = t->ops[i];
+        for (int in = 0; in < (op->ninputs ? op->ninputs : 1); in++) {
+            int rc = sl_op_end_input(op, in);
+            if (rc < 0 && !t->failed) sl_task_fail(t, rc, sl_strerror(rc));
+        }
+    }
+    if (t->failed) return;
+    for (int i = 0; i < t->nwriters; i++) sl_record_writer_end(t->writers[i]);
+}
+
+void *sl_task_main(void *arg) {
+    sl_task_t *t = arg;
+    for (int i = t->nops - 1; i >= 0 && !t->failed; i--) {
+        sl_operator_t *op = t->ops[i];
+        if (op->vt->open) {
+            int rc = op->vt->open(op);
+            if (rc < 0 && !t->failed) sl_task_fail(t, rc, "open failed");
+        }
+    }
+    if (!t->failed) run_loop(t);
+    bool canceled = atomic_load(&t->cancel);
+    if (!t->failed && !canceled) finish_chain(t);
+    for (int i = 0; i < t->nops; i++)
+        if (t->ops[i]->vt->close) t->ops[i]->vt->close(t->ops[i]);
+    if (t->failed)
+        sl_executor_task_failed(t->ex, t);
+    else {
+        t->finished = !canceled;
+        sl_executor_task_done(t->ex, t);
+    }
+    return NULL;
+}

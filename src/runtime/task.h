@@ -1,0 +1,31 @@
+/*
+ * task.h — a task: one parallel instance (subtask) of a chained job vertex,
+ * driven by a single thread that owns it (Flink's StreamTask with its
+ * mailbox).  That thread reads input buffers, runs the operator chain,
+ * fires processing-time timers and handles mail (control messages from
+ * other threads: cancel, and later checkpoint triggers and notifications).
+ * Nothing else touches the task's operators or state.
+ */
+#ifndef SL_TASK_H
+#define SL_TASK_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "operators/operator.h"
+
+typedef struct sl_task sl_task_t;
+typedef struct sl_executor sl_executor_t;
+
+/* Processing time of the job (the environment's clock). */
+int64_t sl_task_now(sl_task_t *t);
+/* Asks the task to call op->vt->on_processing_time(op, now) once now >= ts. */
+void sl_task_schedule_processing(sl_task_t *t, sl_operator_t *op, int64_t ts);
+/* Records the task's first failure; the task then stops and the job fails. */
+void sl_task_fail(sl_task_t *t, int rc, const char *msg);
+/* Name of the task for messages: "Window(...) (2/4)". */
+const char *sl_task_name(const sl_task_t *t);
+
+#endif

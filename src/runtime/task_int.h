@@ -1,0 +1,81 @@
+/*
+ * task_int.h — the task's insides, shared by task.c (the loop, the chain's
+ * outputs, the input gates) and executor.c (which builds tasks).
+ */
+#ifndef SL_TASK_INT_H
+#define SL_TASK_INT_H
+
+#include "runtime/channel.h"
+#include "runtime/record_writer.h"
+#include "runtime/task.h"
+#include "runtime/watermark_valve.h"
+
+/* Where one operator's output goes, per tag: chained operators (direct
+ * calls) and record writers (to other tasks). */
+typedef struct sl_chain_target {
+    sl_operator_t *op;
+    int input;
+} sl_chain_target_t;
+
+typedef struct sl_tag_route {
+    sl_chain_target_t *ops;
+    int nops;
+    sl_record_writer_t **w;
+    int nw;
+} sl_tag_route_t;
+
+typedef struct sl_chain_out {
+    sl_op_output_t base;
+    sl_task_t *task;
+    sl_tag_route_t *tags; /* indexed by tag id */
+    int ntags;
+} sl_chain_out_t;
+
+/* Consuming end of one logical input of the head operator (Flink's
+ * InputGate): its channels and their watermark valve. */
+typedef struct sl_input_gate {
+    sl_task_t *task;
+    int input;
+    sl_channel_t **ch;
+    bool *ended;
+    int nch;
+    int nended;
+    const sl_schema_t *schema;
+    sl_valve_t valve;
+} sl_input_gate_t;
+
+struct sl_task {
+    char name[300];
+    int vertex, subtask, parallelism;
+    sl_executor_t *ex;
+    pthread_t thread;
+    bool started;
+    bool is_source;
+    sl_operator_t **ops;
+    int nops;
+    sl_chain_out_t *outs;        /* one per op */
+    sl_input_gate_t gates[2];
+    int ngates;
+    sl_record_writer_t **writers;
+    int nwriters;
+    sl_waker_t waker;
+    atomic_bool cancel;
+    int64_t *wake;               /* per op: processing-time wake-up */
+    sl_clock_fn clock;
+    void *clock_ctx;
+    /* outcome (written by the task thread, read after join) */
+    int rc;
+    char err[1024];
+    bool failed;
+    bool finished;
+    /* metrics */
+    int64_t busy_ns, idle_ns;
+};
+
+void *sl_task_main(void *arg);
+void sl_task_cancel(sl_task_t *t);
+/* Implemented in executor.c: a task reports its failure. */
+void sl_executor_task_failed(sl_executor_t *ex, sl_task_t *t);
+void sl_executor_task_done(sl_executor_t *ex, sl_task_t *t);
+
+#endif

@@ -1,0 +1,176 @@
+/*
+ * pipeline_util.h — test sources and sinks for end-to-end pipeline tests:
+ * a scripted source (rows given per split, with optional pauses in a
+ * virtual clock) and a collecting sink that keeps every record.
+ */
+#ifndef SL_PIPELINE_UTIL_H
+#define SL_PIPELINE_UTIL_H
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sluice/sluice.h"
+
+/* ---- counter source: split k emits k, k+splits, ... below n ---- */
+typedef struct counter_src {
+    int64_t n;
+    int splits;
+    sl_schema_t *schema; /* "id BIGINT NOT NULL, ts BIGINT NOT NULL" */
+} counter_src_t;
+
+typedef struct counter_reader {
+    counter_src_t *src;
+    int first, nsplits, stride;
+    int64_t *next;
+    int done;
+} counter_reader_t;
+
+static int counter_create(void *ctx, int subtask, int p, void **reader, int *nsplits, char *err, size_t el) {
+    counter_src_t *s = ctx;
+    counter_reader_t *r = calloc(1, sizeof *r);
+    r->src = s;
+    int n = 0;
+    for (int k = subtask; k < s->splits; k += p) n++;
+    r->nsplits = n;
+    r->first = subtask;
+    r->stride = p;
+    r->next = calloc((size_t)(n ? n : 1), sizeof(int64_t));
+    for (int i = 0; i < n; i++) r->next[i] = subtask + (int64_t)i * p;
+    *reader = r;
+    *nsplits = n;
+    return 0;
+}
+
+static int counter_poll(void *reader, sl_source_output_t *out, int max, char *err, size_t el) {
+    counter_reader_t *r = reader;
+    int emitted = 0;
+    while (emitted < max && r->done < r->nsplits) {
+        for (int i = 0; i < r->nsplits && emitted < max; i++) {
+            if (r->next[i] < 0) continue;
+            int64_t v = r->next[i];
+            if (v >= r->src->n) {
+                r->next[i] = -1;
+                r->done++;
+                sl_src_split_finished(out, i);
+                continue;
+            }
+            sl_row_writer_t *w = sl_src_row(out);
+            sl_rw_set_i64(w, 0, v);
+            sl_rw_set_i64(w, 1, v);
+            sl_src_emit(out, i, v);
+            r->next[i] = v + r->src->splits;
+            emitted++;
+        }
+    }
+    return r->done == r->nsplits ? SL_SRC_END : SL_SRC_MORE;
+}
+
+static void counter_destroy_reader(void *reader) {
+    counter_reader_t *r = reader;
+    free(r->next);
+    free(r);
+}
+
+static void counter_destroy(void *ctx) { free(ctx); }
+
+static const sl_source_ops_t counter_ops = {"counter", counter_create, counter_poll, counter_destroy_reader,
+                                            counter_destroy};
+
+static inline sl_source_t counter_source(int64_t n, int splits) {
+    counter_src_t *s = calloc(1, sizeof *s);
+    s->n = n;
+    s->splits = splits;
+    sl_source_t src = {&counter_ops, s, sl_schema_parse("id BIGINT NOT NULL, ts BIGINT NOT NULL", NULL, 0)};
+    return src;
+}
+
+/* ---- collecting sink ---- */
+typedef struct collected {
+    pthread_mutex_t mu;
+    uint8_t **rows;
+    uint32_t *lens;
+    int64_t *ts;
+    int *subtask;
+    int64_t n, cap;
+    int finished;
+    int64_t delay_us; /* per write, to simulate a slow sink */
+} collected_t;
+
+typedef struct collect_writer {
+    collected_t *c;
+    int subtask;
+} collect_writer_t;
+
+static int collect_open(void *ctx, int subtask, int p, const sl_schema_t *s, void **w, char *err, size_t el) {
+    collect_writer_t *cw = calloc(1, sizeof *cw);
+    cw->c = ctx;
+    cw->subtask = subtask;
+    *w = cw;
+    return 0;
+}
+
+static int collect_write(void *w, const sl_record_t *rec, char *err, size_t el) {
+    collect_writer_t *cw = w;
+    collected_t *c = cw->c;
+    if (c->delay_us) {
+        struct timespec ts = {0, (long)c->delay_us * 1000};
+        nanosleep(&ts, NULL);
+    }
+    pthread_mutex_lock(&c->mu);
+    if (c->n == c->cap) {
+        c->cap = c->cap ? c->cap * 2 : 256;
+        c->rows = realloc(c->rows, (size_t)c->cap * sizeof *c->rows);
+        c->lens = realloc(c->lens, (size_t)c->cap * sizeof *c->lens);
+        c->ts = realloc(c->ts, (size_t)c->cap * sizeof *c->ts);
+        c->subtask = realloc(c->subtask, (size_t)c->cap * sizeof *c->subtask);
+    }
+    c->rows[c->n] = malloc(rec->row.len ? rec->row.len : 1);
+    memcpy(c->rows[c->n], rec->row.data, rec->row.len);
+    c->lens[c->n] = rec->row.len;
+    c->ts[c->n] = rec->ts;
+    c->subtask[c->n] = cw->subtask;
+    c->n++;
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+static int collect_finish(void *w, char *err, size_t el) {
+    collect_writer_t *cw = w;
+    pthread_mutex_lock(&cw->c->mu);
+    cw->c->finished++;
+    pthread_mutex_unlock(&cw->c->mu);
+    return 0;
+}
+
+static void collect_close(void *w) { free(w); }
+
+static const sl_sink_ops_t collect_ops = {"collect", collect_open, collect_write, collect_finish, collect_close, NULL};
+
+static inline collected_t *collected_new(void) {
+    collected_t *c = calloc(1, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+    return c;
+}
+
+static inline void collected_free(collected_t *c) {
+    for (int64_t i = 0; i < c->n; i++) free(c->rows[i]);
+    free(c->rows);
+    free(c->lens);
+    free(c->ts);
+    free(c->subtask);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+static inline sl_sink_t collect_sink(collected_t *c) {
+    sl_sink_t s = {&collect_ops, c};
+    return s;
+}
+
+static inline sl_row_t collected_row(const collected_t *c, int64_t i, const sl_schema_t *schema) {
+    sl_row_t r = {c->rows[i], c->lens[i], schema};
+    return r;
+}
+
+#endif
