@@ -75,6 +75,9 @@ SL_API void sl_env_cancel(sl_env_t *env);
 SL_API int sl_env_operator_metrics(const sl_env_t *env, const char *uid_or_name, int64_t *records_in,
                                    int64_t *records_out);
 
+/* Records a source skipped as malformed (SL_ON_ERROR_SKIP) in the last run. */
+SL_API int64_t sl_env_records_skipped(const sl_env_t *env, const char *uid_or_name);
+
 /* Processing-time clock.  Tests may install their own (ctx is theirs). */
 typedef int64_t (*sl_clock_fn)(void *ctx);
 SL_API void sl_env_set_clock(sl_env_t *env, sl_clock_fn fn, void *ctx);

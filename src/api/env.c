@@ -199,3 +199,11 @@ int sl_env_operator_metrics(const sl_env_t *env, const char *id, int64_t *in, in
     }
     return SL_ENOTFOUND;
 }
+
+int64_t sl_env_records_skipped(const sl_env_t *env, const char *id) {
+    for (int i = 0; i < env->nnodes; i++) {
+        const sl_node_t *n = env->nodes[i];
+        if ((n->uid && strcmp(n->uid, id) == 0) || strcmp(n->name, id) == 0) return n->records_skipped;
+    }
+    return SL_ENOTFOUND;
+}

@@ -46,7 +46,7 @@ typedef struct sl_node {
     sl_source_t source;
     sl_watermark_strategy_t wm;
     /* totals over all subtasks of the last run */
-    int64_t records_in, records_out;
+    int64_t records_in, records_out, records_skipped;
 } sl_node_t;
 
 typedef struct sl_edge {

@@ -122,7 +122,7 @@ struct sl_operator {
     struct sl_state **states;
     int nstates;
     /* counters */
-    int64_t records_in, records_out;
+    int64_t records_in, records_out, records_skipped;
     int chain_index;  /* position in its task's chain (set by the task) */
 };
 

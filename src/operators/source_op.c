@@ -102,7 +102,6 @@ typedef struct source_op {
     int64_t emitted_wm;
     bool out_idle;
     bool ended;
-    int64_t skipped;
 } source_op_t;
 
 void *sl_source_spec_new(sl_env_t *env, const sl_node_t *node, sl_watermark_strategy_t ws) {
@@ -225,7 +224,7 @@ void sl_src_split_finished(sl_source_output_t *out, int split) {
 
 void sl_src_count_skipped(sl_source_output_t *out, int64_t n) {
     if (out->op)
-        out->op->skipped += n;
+        out->op->base.records_skipped += n;
     else
         out->skipped += n;
 }
@@ -272,7 +271,7 @@ int sl_source_op_poll(sl_operator_t *o, int max) {
 }
 
 int64_t sl_source_op_next_tick(sl_operator_t *o) { return ((source_op_t *)o)->next_tick; }
-int64_t sl_source_op_skipped(sl_operator_t *o) { return ((source_op_t *)o)->skipped; }
+int64_t sl_source_op_skipped(sl_operator_t *o) { return o->records_skipped; }
 
 static void src_close(sl_operator_t *o) {
     source_op_t *op = (source_op_t *)o;

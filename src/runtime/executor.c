@@ -223,7 +223,9 @@ int sl_executor_run(sl_executor_t *ex, char *err, size_t errlen) {
     for (int v = 0; v < ex->ntasks; v++)
         for (int s = 0; s < ex->jg.v[v].parallelism; s++)
             if (ex->tasks[v][s].started) pthread_join(ex->tasks[v][s].thread, NULL);
-    /* per-node metrics */
+    /* per-node metrics (of this run) */
+    for (int i = 0; i < ex->env->nnodes; i++)
+        ex->env->nodes[i]->records_in = ex->env->nodes[i]->records_out = ex->env->nodes[i]->records_skipped = 0;
     for (int v = 0; v < ex->ntasks; v++)
         for (int s = 0; s < ex->jg.v[v].parallelism; s++) {
             sl_task_t *t = &ex->tasks[v][s];
@@ -231,6 +233,7 @@ int sl_executor_run(sl_executor_t *ex, char *err, size_t errlen) {
                 sl_node_t *n = ex->env->nodes[ex->jg.v[v].nodes[k]];
                 n->records_in += t->ops[k]->records_in;
                 n->records_out += t->ops[k]->records_out;
+                n->records_skipped += t->ops[k]->records_skipped;
             }
         }
     if (ex->failed && ex->first_failure) {

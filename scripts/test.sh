@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what is needed, builds sluice three times and runs every test:
+#   1. RelWithDebInfo                    all tests
+#   2. AddressSanitizer + UBSan          all tests
+#   3. ThreadSanitizer                   the tests of the threaded runtime
+# SLUICE_SOAK_SEEDS sets how many seeds the randomized window test runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+jobs=$(nproc)
+run() { # dir label ctest-args...
+  local dir=$1 label=$2; shift 2
+  echo "== $label"
+  ( cd "$dir" && ctest --output-on-failure -j "$jobs" "$@" )
+}
+scripts/build.sh build
+run build "tests (release)"
+scripts/build.sh build-asan address,undefined
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 run build-asan "tests (ASan+UBSan)"
+scripts/build.sh build-tsan thread
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run build-tsan "runtime tests (TSan)" -R 'test_(pipeline|runtime|window_random|fraud)'
+echo "== all tests passed"
