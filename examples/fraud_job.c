@@ -57,6 +57,7 @@ fraud_opts_t fraud_defaults(void) {
     fraud_opts_t o;
     memset(&o, 0, sizeof o);
     o.gen = sl_datagen_defaults();
+    o.gen.ts_step_ms = 10; /* 1M events over 4 splits span about 40 minutes of event time */
     o.parallelism = 2;
     o.window_ms = 5 * 60 * 1000;
     o.out_of_orderness_ms = 5000;

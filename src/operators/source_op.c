@@ -6,7 +6,8 @@
  * max_ts - B - 1; monotonous: B = 0) and idleness; the source's watermark is
  * the minimum over active splits, emitted every auto-watermark-interval of
  * processing time (or after every record when the interval is 0), never
- * backwards.  A split with no records for idle_timeout is idle and left out;
+ * backwards; also after each polled batch when it advanced (Flink allows
+ * emitting more often than the interval).  A split with no records for idle_timeout is idle and left out;
  * its next record makes it active again at once.  When every split is idle
  * the source declares itself idle downstream.  At the end of a bounded
  * reader the source emits the maximum watermark.
@@ -260,6 +261,11 @@ int sl_source_op_poll(sl_operator_t *o, int max) {
         if (now >= op->next_tick) {
             tick(op, now);
             op->next_tick = now + op->interval;
+        } else {
+            /* More often than the interval is allowed (never ahead of the
+             * generators): after each batch, so a fast source does not run
+             * a whole interval ahead of its watermark. */
+            combine_and_emit(op);
         }
     }
     if (rc == SL_SRC_END) {
