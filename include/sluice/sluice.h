@@ -7,6 +7,12 @@
  * that had one and sl_env_error() names it.  Streams, keyed streams and
  * windowed streams are handles owned by the environment: never free them.
  *
+ * Schemas: builder functions that take an output schema (sl_map,
+ * sl_flat_map, sl_keyed_process, sl_co_process, sl_window_aggregate,
+ * sl_window_process, sl_output_tag) take over the caller's reference, so
+ * sl_schema_parse(...) can be passed inline.  Connector constructors
+ * (sl_file_source) take their own reference; the caller keeps theirs.
+ *
  * User functions receive a user context pointer (ctx).  Parallel subtasks
  * run on different threads; if a function keeps mutable data in ctx, give
  * a ctx_clone (and ctx_free) so each subtask gets its own copy.

@@ -76,6 +76,7 @@ void sl_buf_reserve(sl_buf_t *b, size_t extra) {
 }
 
 void sl_buf_append(sl_buf_t *b, const void *p, size_t n) {
+    if (!n) return;
     sl_buf_reserve(b, n);
     memcpy(b->p + b->len, p, n);
     b->len += n;
