@@ -96,11 +96,37 @@ typedef struct sl_row {
 static inline uint32_t sl__row_bitmap_bytes(int nfields) { return (uint32_t)(((nfields + 63) / 64) * 8); }
 static inline uint32_t sl__row_slot(int nfields, int i) { return sl__row_bitmap_bytes(nfields) + (uint32_t)i * 8u; }
 
-SL_API bool sl_row_is_null(const sl_row_t *r, int i);
-SL_API int64_t sl_row_i64(const sl_row_t *r, int i);   /* BIGINT, TIMESTAMP */
-SL_API int32_t sl_row_i32(const sl_row_t *r, int i);   /* INT */
-SL_API double sl_row_f64(const sl_row_t *r, int i);    /* DOUBLE */
-SL_API bool sl_row_bool(const sl_row_t *r, int i);     /* BOOLEAN */
+/* Field accessors are inline: a schema starts with this header (private
+ * otherwise), so a field's slot is found without a call. */
+typedef struct sl_schema_hdr {
+    int nfields;
+    uint32_t bitmap_bytes; /* 8 * ceil(nfields / 64) */
+} sl_schema_hdr_t;
+
+static inline const uint8_t *sl__rslot(const sl_row_t *r, int i) {
+    return r->data + ((const sl_schema_hdr_t *)(const void *)r->schema)->bitmap_bytes + (uint32_t)i * 8u;
+}
+static inline bool sl_row_is_null(const sl_row_t *r, int i) { return (r->data[i >> 3] >> (i & 7)) & 1; }
+/* BIGINT, TIMESTAMP */
+static inline int64_t sl_row_i64(const sl_row_t *r, int i) {
+    int64_t v;
+    memcpy(&v, sl__rslot(r, i), 8);
+    return v;
+}
+/* INT */
+static inline int32_t sl_row_i32(const sl_row_t *r, int i) {
+    int32_t v;
+    memcpy(&v, sl__rslot(r, i), 4);
+    return v;
+}
+/* DOUBLE */
+static inline double sl_row_f64(const sl_row_t *r, int i) {
+    double v;
+    memcpy(&v, sl__rslot(r, i), 8);
+    return v;
+}
+/* BOOLEAN */
+static inline bool sl_row_bool(const sl_row_t *r, int i) { return *sl__rslot(r, i) != 0; }
 /* VARCHAR / BYTES: pointer into the row (not NUL-terminated) and length. */
 SL_API const char *sl_row_str(const sl_row_t *r, int i, uint32_t *len);
 SL_API const uint8_t *sl_row_bytes(const sl_row_t *r, int i, uint32_t *len);
@@ -129,10 +155,20 @@ SL_API void sl_rw_init(sl_row_writer_t *w);
 SL_API void sl_rw_free(sl_row_writer_t *w);
 SL_API void sl_rw_begin(sl_row_writer_t *w, const sl_schema_t *s);
 SL_API void sl_rw_set_null(sl_row_writer_t *w, int i);
-SL_API void sl_rw_set_i64(sl_row_writer_t *w, int i, int64_t v);
-SL_API void sl_rw_set_i32(sl_row_writer_t *w, int i, int32_t v);
-SL_API void sl_rw_set_f64(sl_row_writer_t *w, int i, double v);
-SL_API void sl_rw_set_bool(sl_row_writer_t *w, int i, bool v);
+static inline uint8_t *sl__wslot(sl_row_writer_t *w, int i) {
+    w->buf[i >> 3] &= (uint8_t) ~(1u << (i & 7));
+    return w->buf + sl__row_bitmap_bytes(w->nfields) + (uint32_t)i * 8u;
+}
+static inline void sl_rw_set_i64(sl_row_writer_t *w, int i, int64_t v) { memcpy(sl__wslot(w, i), &v, 8); }
+static inline void sl_rw_set_i32(sl_row_writer_t *w, int i, int32_t v) {
+    int64_t wide = (int64_t)(uint32_t)v; /* the slot's high half stays zero */
+    memcpy(sl__wslot(w, i), &wide, 8);
+}
+static inline void sl_rw_set_f64(sl_row_writer_t *w, int i, double v) { memcpy(sl__wslot(w, i), &v, 8); }
+static inline void sl_rw_set_bool(sl_row_writer_t *w, int i, bool v) {
+    int64_t b = v ? 1 : 0;
+    memcpy(sl__wslot(w, i), &b, 8);
+}
 SL_API void sl_rw_set_str(sl_row_writer_t *w, int i, const char *s, uint32_t len);
 SL_API void sl_rw_set_bytes(sl_row_writer_t *w, int i, const void *p, uint32_t len);
 /* Copies field src_i of row src into field i (same type required). */

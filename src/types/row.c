@@ -9,16 +9,7 @@ static inline const uint8_t *slot(const sl_row_t *r, int i) {
     return r->data + sl__row_slot(r->schema->n, i);
 }
 
-bool sl_row_is_null(const sl_row_t *r, int i) { return (r->data[i >> 3] >> (i & 7)) & 1; }
-int64_t sl_row_i64(const sl_row_t *r, int i) { return (int64_t)sl_ld64(slot(r, i)); }
-int32_t sl_row_i32(const sl_row_t *r, int i) { return (int32_t)sl_ld32(slot(r, i)); }
-bool sl_row_bool(const sl_row_t *r, int i) { return *slot(r, i) != 0; }
 
-double sl_row_f64(const sl_row_t *r, int i) {
-    double d;
-    memcpy(&d, slot(r, i), 8);
-    return d;
-}
 
 const uint8_t *sl_row_bytes(const sl_row_t *r, int i, uint32_t *len) {
     const uint8_t *s = slot(r, i);
@@ -88,16 +79,11 @@ void sl_rw_begin(sl_row_writer_t *w, const sl_schema_t *s) {
     w->nfields = s->n;
     w->err = 0;
     rw_reserve(w, s->fixed_len);
-    memset(w->buf, 0, s->fixed_len);
-    for (int i = 0; i < s->n; i++)
-        if (s->fields[i].nullable) w->buf[i >> 3] |= (uint8_t)(1u << (i & 7));
+    if (s->fixed_len) memcpy(w->buf, s->tmpl, s->fixed_len);
     w->len = s->fixed_len;
 }
 
-static inline uint8_t *wslot(sl_row_writer_t *w, int i) {
-    w->buf[i >> 3] &= (uint8_t) ~(1u << (i & 7));
-    return w->buf + sl__row_slot(w->nfields, i);
-}
+#define wslot sl__wslot
 
 void sl_rw_set_null(sl_row_writer_t *w, int i) {
     if (i < 0 || i >= w->nfields) { w->err = SL_EINVAL; return; }
@@ -106,21 +92,9 @@ void sl_rw_set_null(sl_row_writer_t *w, int i) {
     w->buf[i >> 3] |= (uint8_t)(1u << (i & 7));
 }
 
-void sl_rw_set_i64(sl_row_writer_t *w, int i, int64_t v) { sl_st64(wslot(w, i), (uint64_t)v); }
 
-void sl_rw_set_i32(sl_row_writer_t *w, int i, int32_t v) {
-    uint8_t *p = wslot(w, i);
-    sl_st64(p, 0);
-    sl_st32(p, (uint32_t)v);
-}
 
-void sl_rw_set_f64(sl_row_writer_t *w, int i, double v) { memcpy(wslot(w, i), &v, 8); }
 
-void sl_rw_set_bool(sl_row_writer_t *w, int i, bool v) {
-    uint8_t *p = wslot(w, i);
-    sl_st64(p, 0);
-    p[0] = v ? 1 : 0;
-}
 
 void sl_rw_set_bytes(sl_row_writer_t *w, int i, const void *p, uint32_t len) {
     uint32_t off = w->len;

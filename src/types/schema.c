@@ -12,6 +12,7 @@
 sl_schema_t *sl_schema_new(void) {
     sl_schema_t *s = sl_calloc(1, sizeof *s);
     atomic_init(&s->refs, 1);
+    s->bitmap_bytes = sl__row_bitmap_bytes(0);
     return s;
 }
 
@@ -26,7 +27,12 @@ int sl_schema_add(sl_schema_t *s, const char *name, sl_type_t type, bool nullabl
     s->fields[s->n].type = type;
     s->fields[s->n].nullable = nullable;
     s->n++;
+    s->bitmap_bytes = sl__row_bitmap_bytes(s->n);
     s->fixed_len = sl__row_slot(s->n, s->n);
+    s->tmpl = sl_realloc(s->tmpl, s->fixed_len);
+    memset(s->tmpl, 0, s->fixed_len);
+    for (int i = 0; i < s->n; i++)
+        if (s->fields[i].nullable) s->tmpl[i >> 3] |= (uint8_t)(1u << (i & 7));
     return SL_OK;
 }
 
@@ -39,6 +45,7 @@ void sl_schema_unref(sl_schema_t *s) {
     if (!s || atomic_fetch_sub(&s->refs, 1) != 1) return;
     for (int i = 0; i < s->n; i++) sl_free(s->fields[i].name);
     sl_free(s->fields);
+    sl_free(s->tmpl);
     sl_free(s);
 }
 

@@ -14,10 +14,13 @@ typedef struct sl_field {
 } sl_field_t;
 
 struct sl_schema {
+    int n;                 /* first two fields: sl_schema_hdr_t (row.h) */
+    uint32_t bitmap_bytes;
     atomic_int refs;
-    int n, cap;
+    int cap;
     sl_field_t *fields;
     uint32_t fixed_len; /* bitmap + slots */
+    uint8_t *tmpl;      /* a fresh row's fixed part: NULL bits of nullable fields set */
 };
 
 #endif
