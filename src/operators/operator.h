@@ -86,6 +86,10 @@ typedef struct sl_operator_vt {
     int (*open)(sl_operator_t *op);
     /* A record on input 0 or 1. */
     int (*process)(sl_operator_t *op, int input, const sl_record_t *rec);
+    /* Optional: n consecutive records of one input, as they came out of a
+     * network buffer (a head operator only).  Same effect as n calls to
+     * process; lets keyed operators prefetch state for the whole batch. */
+    int (*process_batch)(sl_operator_t *op, int input, const sl_record_t *recs, int n);
     /* The combined input watermark rose to wm (op->wm already set).  NULL:
      * just forward it. */
     int (*advance_watermark)(sl_operator_t *op, int64_t wm);

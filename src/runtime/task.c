@@ -128,24 +128,49 @@ void sl_gate_free(sl_input_gate_t *g) {
     sl_valve_free(&g->valve);
 }
 
-/* Runs one buffer's elements through the head operator. */
-static int consume(sl_task_t *t, sl_input_gate_t *g, int c, const sl_nbuf_t *b) {
+#define BATCH 32
+
+/* Hands a run of records to the head operator. */
+static void run_batch(sl_task_t *t, sl_input_gate_t *g, const sl_record_t *recs, int n) {
     sl_operator_t *head = t->ops[0];
+    head->records_in += n;
+    if (head->vt->process_batch) {
+        int rc = head->vt->process_batch(head, g->input, recs, n);
+        if (SL_UNLIKELY(rc < 0) && !t->failed) sl_task_fail(t, rc, sl_strerror(rc));
+        return;
+    }
+    for (int i = 0; i < n && !t->failed; i++) {
+        int rc = head->vt->process(head, g->input, &recs[i]);
+        if (SL_UNLIKELY(rc < 0) && !t->failed) sl_task_fail(t, rc, sl_strerror(rc));
+    }
+}
+
+/* Runs one buffer's elements through the head operator: runs of records in
+ * batches, then each watermark, status or end in order. */
+static int consume(sl_task_t *t, sl_input_gate_t *g, int c, const sl_nbuf_t *b) {
     const uint8_t *p = b->data, *end = b->data + b->len;
-    sl_record_t rec;
-    rec.row.schema = g->schema;
+    sl_record_t recs[BATCH];
+    int n = 0;
     while (p < end && !t->failed) {
+        if (*p != SL_EL_RECORD && n) {
+            run_batch(t, g, recs, n);
+            n = 0;
+            continue;
+        }
         switch (*p) {
         case SL_EL_RECORD: {
             if (SL_UNLIKELY(end - p < SL_REC_HEADER)) goto corrupt;
-            rec.ts = (int64_t)sl_ld64(p + 1);
-            rec.row.len = sl_ld32(p + 9);
-            if (SL_UNLIKELY((uint64_t)(end - p - SL_REC_HEADER) < rec.row.len)) goto corrupt;
-            rec.row.data = p + SL_REC_HEADER;
-            head->records_in++;
-            int rc = head->vt->process(head, g->input, &rec);
-            if (SL_UNLIKELY(rc < 0) && !t->failed) sl_task_fail(t, rc, sl_strerror(rc));
-            p += SL_REC_HEADER + rec.row.len;
+            sl_record_t *rec = &recs[n];
+            rec->row.schema = g->schema;
+            rec->ts = (int64_t)sl_ld64(p + 1);
+            rec->row.len = sl_ld32(p + 9);
+            if (SL_UNLIKELY((uint64_t)(end - p - SL_REC_HEADER) < rec->row.len)) goto corrupt;
+            rec->row.data = p + SL_REC_HEADER;
+            p += SL_REC_HEADER + rec->row.len;
+            if (++n == BATCH) {
+                run_batch(t, g, recs, n);
+                n = 0;
+            }
             break;
         }
         case SL_EL_WATERMARK:
@@ -169,6 +194,7 @@ static int consume(sl_task_t *t, sl_input_gate_t *g, int c, const sl_nbuf_t *b) 
             goto corrupt;
         }
     }
+    if (n && !t->failed) run_batch(t, g, recs, n);
     return 0;
 corrupt:
     sl_task_fail(t, SL_EFORMAT, "corrupt network buffer (bad element)");

@@ -87,6 +87,11 @@ typedef struct sl_keyed_backend_ops {
     /* Number of (key, ns) entries of state sid. */
     int64_t (*count)(sl_keyed_backend_t *b, int sid);
 
+    /* Optional: starts loading the memory that a later access of (key with
+     * this hash in key group kg, ns) of state sid will touch.  A hint: no
+     * effect on results. */
+    void (*prefetch)(sl_keyed_backend_t *b, int sid, int kg, uint64_t keyhash, const void *ns, uint32_t nslen);
+
     void (*destroy)(sl_keyed_backend_t *b);
 } sl_keyed_backend_ops_t;
 
