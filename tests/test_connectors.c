@@ -661,7 +661,7 @@ TEST(datagen_distribution_and_disorder) {
         for (int64_t i = 0; i < sl_src_output_test_count(out); i++) {
             sl_record_t r = sl_src_output_test_get(out, i);
             int sp = sl_src_output_test_split(out, i);
-            int64_t base = o.start_ts + index[sp]++ * o.ts_step_ms;
+            int64_t base = o.start_ts + (int64_t)((double)index[sp]++ * o.ts_step_ms);
             int64_t ts = sl_row_i64(&r.row, 2);
             int64_t behind = base - ts;
             if (behind > o.max_disorder_ms) { /* must be a late event */

@@ -391,7 +391,7 @@ typedef struct sl_datagen_opts {
     int splits;               /* total splits, spread over subtasks */
     double rate;              /* events/s over all splits; 0 = unlimited */
     int64_t start_ts;         /* event time of the first event */
-    int64_t ts_step_ms;       /* mean event-time step per event per split */
+    double ts_step_ms;        /* event-time step per event per split (may be fractional) */
     int64_t max_disorder_ms;  /* events out of order within this bound */
     double late_fraction;     /* share of events far behind (late) */
     int64_t late_by_ms;       /* how far behind a late event is */

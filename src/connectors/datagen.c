@@ -56,7 +56,7 @@ int sl_datagen_check(const sl_datagen_opts_t *o, char *err, size_t errlen) {
     else if (o->count < -1) bad = "count must be >= 0, or -1 for unbounded";
     else if (o->cards < 1) bad = "cards must be >= 1";
     else if (!(o->rate >= 0) || isinf(o->rate)) bad = "rate must be >= 0 (0: unlimited)";
-    else if (o->ts_step_ms < 0) bad = "ts_step_ms must be >= 0";
+    else if (!(o->ts_step_ms >= 0) || isinf(o->ts_step_ms)) bad = "ts_step_ms must be >= 0";
     else if (o->max_disorder_ms < 0) bad = "max_disorder_ms must be >= 0";
     else if (!(o->late_fraction >= 0 && o->late_fraction <= 1)) bad = "late_fraction must be in [0, 1]";
     else if (o->late_by_ms < 0) bad = "late_by_ms must be >= 0";
@@ -90,7 +90,7 @@ static inline void gen(const sl_datagen_opts_t *o, uint64_t key, int64_t i, sl_d
     ev->card_id = (int64_t)below(r1, (uint64_t)o->cards);
     ev->amount = (double)(100 + (int64_t)below(r2, 49901)) / 100.0;
     ev->late = (double)(r3 >> 11) * 0x1.0p-53 < o->late_fraction;
-    int64_t ts = o->start_ts + i * o->ts_step_ms - (int64_t)below(r4, (uint64_t)o->max_disorder_ms + 1);
+    int64_t ts = o->start_ts + (int64_t)((double)i * o->ts_step_ms) - (int64_t)below(r4, (uint64_t)o->max_disorder_ms + 1);
     ev->ts = ev->late ? ts - o->late_by_ms : ts;
 }
 
