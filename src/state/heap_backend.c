@@ -1,0 +1,765 @@
+/*
+ * heap_backend.c — the heap keyed state backend (Flink's HeapKeyedStateBackend).
+ *
+ * Layout.  backend -> states[sid] -> tabs[kg - range.start]: one hash table
+ * per (state, key group in range).  Snapshots, restores and rescaling all
+ * work by key group, so each key group has its own table: later work can
+ * write, load, drop or hand over one key group without touching the others.
+ * It also bounds the pause of a table doubling to one key group's share of
+ * the state, which is why plain amortized doubling is enough here.
+ *
+ * Tables are flat: open addressing over an array of fixed-size cells, and
+ * an entry lives in its cell — a 16-byte header {tag, klen + 1, nslen, vlen}
+ * followed by the key bytes, namespace bytes, padding to 8 and the value.
+ * A lookup therefore touches one cache line or two adjacent ones: the
+ * windowed-aggregation hot path (get_mut per record) costs one cache miss.
+ * Probing is robin hood (an absent key is known after a few cells) with
+ * backward-shift deletion (no tombstones); power-of-two capacity, load at
+ * most 13/16; the home cell comes from the 32-bit tag (tag * golden ratio,
+ * top bits), so growth never rehashes keys.
+ *
+ * Cell size (stride) is per table: at creation, the first entry's size; at
+ * each doubling, the largest entry size asked for since (capped at
+ * HB_CELL_MAX).  An entry that does not fit its cell is "spilled": its cell
+ * keeps the header and a pointer to an out-of-line block holding key, ns
+ * and value (hb_big_t) — long lists, large values, big keys.  A doubling
+ * with a larger stride brings spilled entries that now fit back inline.
+ *
+ * Values are 8-byte aligned.  Any call that modifies a state may move that
+ * state's entries in the key group it touches (robin-hood displacement,
+ * growth, deletion shifts, spilling), so pointers from get/get_mut are valid
+ * until the next modifying call, as the interface says.  Inputs that point
+ * into the table being changed (a value copied from another entry, a list
+ * re-built from its own elements) are handled: they are staged first.
+ *
+ * Hash of (current key, ns).  sl_kb_set_key hashes the key once
+ * (b->keyhash); each call here hashes only the namespace, and only when it
+ * is not empty: h = keyhash mixed with the ns bytes (hb_hash_with: inline
+ * for namespaces up to 16 bytes, xxh3 beyond), or keyhash when nslen = 0;
+ * tag = high ^ low 32 bits of h (the low bits of keyhash alone are the same
+ * for every key of a key group when max parallelism is a power of two).
+ *
+ * Kinds.
+ *   VALUE  the value bytes.  get_mut with a length different from the
+ *          stored one resizes the value (keeping the common prefix,
+ *          zero-filling the rest).
+ *   LIST   the value is a run of elements [u32 len][u32 0][len bytes][zero
+ *          pad to 8]; capacity doubles on append (spilled), so list_add is
+ *          amortized O(element).  Element pointers are 8-byte aligned.
+ *   MAP    the value holds an hb_tab_t: a nested table of the same kind
+ *          mapping user key -> value (klen = user-key length, nslen = 0, tag
+ *          from hb_hash_with(user key)).  Removing the last user key removes the
+ *          (key, ns) entry.  map_foreach order is the nested table's cell
+ *          order (unspecified, as in Flink).
+ *
+ * Costs: get/get_mut/put/remove O(1) expected; list_add amortized
+ * O(element); list_foreach/map_foreach O(size); foreach_entry O(cells of the
+ * range); count O(1).
+ *
+ * Return values: put/list_add/list_replace/map_put return 0; remove and
+ * map_remove return 1 when something was removed, 0 when not; every call
+ * returns SL_EINVAL (or NULL) for an unknown state id or a state of another
+ * kind.
+ */
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/common.h"
+#include "state/state_backend.h"
+
+/* ------------------------------------------------------------------ */
+/* cells                                                               */
+
+typedef struct hb_cell {
+    uint32_t tag;
+    uint32_t klen1; /* key length + 1; 0 marks an empty cell */
+    uint32_t nslen; /* namespace length, | HB_SPILL when out of line */
+    uint32_t vlen;  /* value length */
+    uint8_t data[]; /* inline: key, ns, pad to 8, value.  spilled: hb_big_t * */
+} hb_cell_t;
+
+/* A spilled entry: key, ns, pad to 8, value (vcap bytes). */
+typedef struct hb_big {
+    uint32_t vcap, pad;
+    uint8_t data[];
+} hb_big_t;
+
+_Static_assert(sizeof(hb_cell_t) == 16 && sizeof(hb_big_t) == 8, "headers keep values 8-byte aligned");
+
+#define HB_HDR 16u
+#define HB_SPILL 0x80000000u
+#define HB_CELL_MIN 24u  /* header + a pointer */
+#define HB_CELL_MAX 144u /* entries needing more are spilled */
+#define HB_MINCAP 8u
+#define HB_GOLDEN32 0x9E3779B1u
+
+static inline size_t hb_pad8(size_t n) { return (n + 7) & ~(size_t)7; }
+/* Bytes a cell needs to hold (klen, nslen, vcap) inline. */
+static inline size_t hb_need(uint32_t klen, uint32_t nslen, uint32_t vcap) {
+    return HB_HDR + hb_pad8((size_t)klen + nslen) + hb_pad8(vcap);
+}
+
+static inline uint32_t hb_klen(const hb_cell_t *c) { return c->klen1 - 1; }
+static inline uint32_t hb_nslen(const hb_cell_t *c) { return c->nslen & ~HB_SPILL; }
+static inline bool hb_spilled(const hb_cell_t *c) { return (c->nslen & HB_SPILL) != 0; }
+static inline size_t hb_kn(const hb_cell_t *c) { return hb_pad8((size_t)hb_klen(c) + hb_nslen(c)); }
+static inline hb_big_t *hb_big(const hb_cell_t *c) {
+    hb_big_t *p;
+    memcpy(&p, c->data, sizeof p);
+    return p;
+}
+/* Key bytes (followed by the namespace bytes, then the value). */
+static inline uint8_t *hb_kbytes(hb_cell_t *c) { return hb_spilled(c) ? hb_big(c)->data : c->data; }
+static inline uint8_t *hb_cval(hb_cell_t *c) { return hb_kbytes(c) + hb_kn(c); }
+
+/* Equality of short byte strings without a call (keys and namespaces are
+ * mostly 4 to 16 bytes). */
+static inline bool hb_eq(const uint8_t *a, const uint8_t *b, uint32_t n) {
+    if (n >= 8 && n <= 16) return ((sl_ld64(a) ^ sl_ld64(b)) | (sl_ld64(a + n - 8) ^ sl_ld64(b + n - 8))) == 0;
+    if (n >= 4 && n < 8) return ((sl_ld32(a) ^ sl_ld32(b)) | (sl_ld32(a + n - 4) ^ sl_ld32(b + n - 4))) == 0;
+    return n == 0 || memcmp(a, b, n) == 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* tables                                                              */
+
+typedef struct hb_tab {
+    uint8_t *cells;  /* (mask + 1) * stride bytes; NULL while empty */
+    uint32_t mask;   /* capacity - 1 */
+    uint32_t n;      /* entries */
+    uint32_t stride; /* bytes per cell, a multiple of 8 */
+    uint32_t want;   /* largest inline size asked for (<= HB_CELL_MAX) */
+    uint32_t shift;  /* 32 - log2(capacity) */
+} hb_tab_t;
+
+static inline hb_cell_t *hb_cell(const hb_tab_t *t, uint32_t i) {
+    return (hb_cell_t *)(void *)(t->cells + (size_t)i * t->stride);
+}
+static inline uint32_t hb_home(const hb_tab_t *t, uint32_t tag) { return (tag * HB_GOLDEN32) >> t->shift; }
+static inline uint32_t hb_dist(const hb_tab_t *t, uint32_t i, uint32_t tag) { return (i - hb_home(t, tag)) & t->mask; }
+static inline uint32_t hb_vcap(const hb_tab_t *t, hb_cell_t *c) {
+    return hb_spilled(c) ? hb_big(c)->vcap : t->stride - HB_HDR - (uint32_t)hb_kn(c);
+}
+/* True when one more entry would push the load past 13/16: the next insert
+ * doubles the table. */
+static inline bool hb_full(const hb_tab_t *t) { return (uint64_t)(t->n + 1) * 16 > (uint64_t)(t->mask + 1) * 13; }
+static inline void hb_note_need(hb_tab_t *t, size_t need) {
+    if (need <= HB_CELL_MAX && need > t->want) t->want = (uint32_t)need;
+}
+
+/* The cell holding (k, ns) with this tag, or NULL. */
+static inline hb_cell_t *hb_tab_find(const hb_tab_t *t, uint32_t tag, const void *k, uint32_t klen, const void *ns,
+                                     uint32_t nslen) {
+    if (SL_UNLIKELY(!t->cells)) return NULL;
+    for (uint32_t i = hb_home(t, tag), d = 0;; i = (i + 1) & t->mask, d++) {
+        hb_cell_t *c = hb_cell(t, i);
+        if (!c->klen1) return NULL;
+        if (c->tag == tag) {
+            if (c->klen1 == klen + 1 && hb_nslen(c) == nslen) {
+                const uint8_t *kb = hb_kbytes(c);
+                if (hb_eq(kb, k, klen) && hb_eq(kb + klen, ns, nslen)) return c;
+            }
+        } else if (hb_dist(t, i, c->tag) < d) {
+            return NULL; /* robin hood: ours would have displaced this one */
+        }
+    }
+}
+
+/* Puts the cell image `cur` (stride bytes; clobbered) into the table, robin
+ * hood style; returns where it went. */
+static hb_cell_t *hb_place(hb_tab_t *t, unsigned char *cur) {
+    _Alignas(8) unsigned char tmp[HB_CELL_MAX];
+    hb_cell_t *res = NULL;
+    uint32_t d = 0, tag;
+    memcpy(&tag, cur, sizeof tag);
+    for (uint32_t i = hb_home(t, tag);; i = (i + 1) & t->mask, d++) {
+        hb_cell_t *c = hb_cell(t, i);
+        if (!c->klen1) {
+            memcpy(c, cur, t->stride);
+            return res ? res : c;
+        }
+        uint32_t cd = hb_dist(t, i, c->tag);
+        if (cd < d) {
+            memcpy(tmp, c, t->stride);
+            memcpy(c, cur, t->stride);
+            memcpy(cur, tmp, t->stride);
+            if (!res) res = c;
+            d = cd;
+        }
+    }
+}
+
+/* Reallocates the cells (cap, and the stride grown to t->want) and
+ * re-places every entry; spilled entries that now fit come back inline. */
+static void hb_tab_grow(hb_tab_t *t, uint32_t cap) {
+    uint8_t *old = t->cells;
+    uint32_t oldcap = old ? t->mask + 1 : 0, oldstride = t->stride;
+    uint32_t stride = SL_MAX(SL_MAX(t->stride, t->want), HB_CELL_MIN);
+    unsigned bits = 0;
+    while ((1u << bits) < cap) bits++;
+    t->cells = sl_calloc(cap, stride);
+    t->mask = cap - 1;
+    t->shift = 32 - bits;
+    t->stride = stride;
+    _Alignas(8) unsigned char buf[HB_CELL_MAX];
+    for (uint32_t i = 0; i < oldcap; i++) {
+        hb_cell_t *c = (hb_cell_t *)(void *)(old + (size_t)i * oldstride);
+        if (!c->klen1) continue;
+        memset(buf, 0, stride);
+        size_t kn = hb_kn(c);
+        if (!hb_spilled(c)) {
+            memcpy(buf, c, HB_HDR + kn + c->vlen);
+        } else if (hb_need(hb_klen(c), hb_nslen(c), c->vlen) <= stride) { /* fits now: back inline */
+            hb_big_t *big = hb_big(c);
+            hb_cell_t hdr = *c;
+            hdr.nslen &= ~HB_SPILL;
+            memcpy(buf, &hdr, HB_HDR);
+            memcpy(buf + HB_HDR, big->data, kn + c->vlen);
+            sl_free(big);
+        } else {
+            memcpy(buf, c, HB_HDR + sizeof(hb_big_t *));
+        }
+        hb_place(t, buf);
+    }
+    sl_free(old);
+}
+
+/* Inserts a new entry for (k, ns), which is not present, with room for
+ * vcap value bytes (vlen = 0, value uninitialized); returns its cell.  Every
+ * cell of t may move: k and ns must not point into t's cells. */
+static hb_cell_t *hb_tab_insert(hb_tab_t *t, uint32_t tag, const void *k, uint32_t klen, const void *ns,
+                                uint32_t nslen, uint32_t vcap) {
+    size_t need = hb_need(klen, nslen, vcap);
+    hb_note_need(t, need);
+    if (!t->cells) hb_tab_grow(t, HB_MINCAP);
+    else if (hb_full(t)) {
+        if (t->mask >= (1u << 30) - 1) {
+            fprintf(stderr, "sluice: heap state table of one key group is full\n");
+            abort();
+        }
+        hb_tab_grow(t, (t->mask + 1) * 2);
+    }
+    _Alignas(8) unsigned char buf[HB_CELL_MAX];
+    hb_cell_t hdr = {tag, klen + 1, nslen, 0};
+    memset(buf, 0, t->stride);
+    uint8_t *kb = buf + HB_HDR;
+    size_t kn = hb_pad8((size_t)klen + nslen);
+    if (need > t->stride) {
+        hb_big_t *big = sl_malloc(sizeof *big + kn + hb_pad8(vcap));
+        big->vcap = vcap;
+        big->pad = 0;
+        memcpy(buf + HB_HDR, &big, sizeof big);
+        hdr.nslen |= HB_SPILL;
+        kb = big->data;
+        memset(kb + klen + nslen, 0, kn - klen - nslen);
+    }
+    memcpy(buf, &hdr, HB_HDR);
+    if (klen) memcpy(kb, k, klen);
+    if (nslen) memcpy(kb + klen, ns, nslen);
+    t->n++;
+    return hb_place(t, buf);
+}
+
+/* Growing an entry past its cell, in two steps so that the caller can copy
+ * from the old storage (which may be where its input points): begin makes
+ * the out-of-line block (vcap bytes of value, the first `keep` copied),
+ * end frees the old storage and points the cell at the block. */
+static hb_big_t *hb_spill_begin(hb_tab_t *t, hb_cell_t *c, uint32_t vcap, uint32_t keep) {
+    size_t kn = hb_kn(c);
+    hb_big_t *nb = sl_malloc(sizeof *nb + kn + hb_pad8(vcap));
+    nb->vcap = vcap;
+    nb->pad = 0;
+    memcpy(nb->data, hb_kbytes(c), kn + keep);
+    hb_note_need(t, hb_need(hb_klen(c), hb_nslen(c), vcap));
+    return nb;
+}
+static inline uint8_t *hb_big_val(hb_cell_t *c, hb_big_t *nb) { return nb->data + hb_kn(c); }
+static void hb_spill_end(hb_cell_t *c, hb_big_t *nb) {
+    if (hb_spilled(c)) sl_free(hb_big(c));
+    memcpy(c->data, &nb, sizeof nb);
+    c->nslen |= HB_SPILL;
+}
+
+static void hb_tab_free_all(hb_tab_t *t, sl_state_kind_t kind);
+
+static inline hb_tab_t *hb_inner(hb_cell_t *c) { return (hb_tab_t *)(void *)hb_cval(c); }
+
+/* Removes the entry in cell c and frees what it owns. */
+static void hb_tab_remove_at(hb_tab_t *t, hb_cell_t *c, sl_state_kind_t kind) {
+    if (kind == SL_STATE_MAP) hb_tab_free_all(hb_inner(c), SL_STATE_VALUE);
+    if (hb_spilled(c)) sl_free(hb_big(c));
+    uint32_t i = (uint32_t)(((uint8_t *)c - t->cells) / t->stride);
+    for (;;) {
+        uint32_t j = (i + 1) & t->mask;
+        hb_cell_t *cj = hb_cell(t, j);
+        if (!cj->klen1 || hb_dist(t, j, cj->tag) == 0) break;
+        memcpy(hb_cell(t, i), cj, t->stride);
+        i = j;
+    }
+    memset(hb_cell(t, i), 0, HB_HDR);
+    if (--t->n == 0) hb_tab_free_all(t, kind);
+}
+
+/* Frees everything the table owns; leaves it empty. */
+static void hb_tab_free_all(hb_tab_t *t, sl_state_kind_t kind) {
+    for (uint32_t i = 0; t->cells && i <= t->mask; i++) {
+        hb_cell_t *c = hb_cell(t, i);
+        if (!c->klen1) continue;
+        if (kind == SL_STATE_MAP) hb_tab_free_all(hb_inner(c), SL_STATE_VALUE);
+        if (hb_spilled(c)) sl_free(hb_big(c));
+    }
+    sl_free(t->cells);
+    memset(t, 0, sizeof *t);
+}
+
+/* Sets the value of the entry in cell c to v (vlen bytes; v may point into
+ * the entry itself).  The entry stays in its cell. */
+static void hb_cell_set(hb_tab_t *t, hb_cell_t *c, const void *v, uint32_t vlen) {
+    uint8_t *val = hb_cval(c);
+    if (v == val && vlen == c->vlen) return; /* put after get_mut: nothing to do */
+    if (vlen <= hb_vcap(t, c)) {
+        if (vlen) memmove(val, v, vlen);
+    } else {
+        hb_big_t *nb = hb_spill_begin(t, c, vlen, 0);
+        memcpy(hb_big_val(c, nb), v, vlen);
+        hb_spill_end(c, nb);
+    }
+    c->vlen = vlen;
+}
+
+/* Staging of an input for an insert into t: an insert may move every cell
+ * of t (so inputs pointing into them are copied first), and when it doubles
+ * the table it may also free spilled blocks (entries coming back inline),
+ * so then every input is copied — doubling costs O(n) anyway. */
+typedef struct hb_stage {
+    uint64_t small[16];
+    void *heap;
+} hb_stage_t;
+
+static const void *hb_stage(hb_stage_t *st, const hb_tab_t *t, const void *p, size_t n) {
+    st->heap = NULL;
+    if (!t->cells || !n) return p;
+    uintptr_t lo = (uintptr_t)t->cells, hi = lo + (size_t)(t->mask + 1) * t->stride;
+    if (!hb_full(t) && ((uintptr_t)p < lo || (uintptr_t)p >= hi)) return p;
+    void *dst = n <= sizeof st->small ? (void *)st->small : (st->heap = sl_malloc(n));
+    memcpy(dst, p, n);
+    return dst;
+}
+
+/* ------------------------------------------------------------------ */
+/* the backend                                                         */
+
+typedef struct hb_state {
+    char *name;
+    sl_state_kind_t kind;
+    int64_t count;  /* (key, ns) entries over all key groups */
+    hb_tab_t *tabs; /* [nkg], index kg - range.start */
+} hb_state_t;
+
+typedef struct hb_backend {
+    sl_keyed_backend_t base; /* first: the ops receive &base */
+    hb_state_t *states;
+    int nstates, capstates;
+    int nkg;
+} hb_backend_t;
+
+/* The state sid if it exists and is of this kind, else NULL. */
+static inline hb_state_t *hb_state(sl_keyed_backend_t *b, int sid, sl_state_kind_t kind) {
+    hb_backend_t *hb = (hb_backend_t *)b;
+    if (SL_UNLIKELY((unsigned)sid >= (unsigned)hb->nstates)) return NULL;
+    hb_state_t *st = &hb->states[sid];
+    return SL_LIKELY(st->kind == kind) ? st : NULL;
+}
+
+/* The current key's table of state st. */
+static inline hb_tab_t *hb_cur_tab(sl_keyed_backend_t *b, hb_state_t *st) {
+    assert(b->kg >= b->range.start && b->kg < b->range.end && "sl_kb_set_key not called");
+    return &st->tabs[b->kg - b->range.start];
+}
+
+static inline uint32_t hb_tag_of(uint64_t h) { return (uint32_t)(h >> 32) ^ (uint32_t)h; }
+
+/* seed mixed with the hash of bytes p[0..n).  Inline for the usual short
+ * namespaces and user keys (a window is 16 bytes): two multiplications and
+ * a finalizer instead of a call to xxh3.  These hashes live only in memory
+ * (unlike the key-group hash they may change between versions). */
+static inline uint64_t hb_hash_with(uint64_t seed, const void *p, uint32_t n) {
+    const uint8_t *s = p;
+    uint64_t a, c;
+    if (n >= 8 && n <= 16) {
+        a = sl_ld64(s);
+        c = sl_ld64(s + n - 8);
+    } else if (n >= 4 && n < 8) {
+        a = sl_ld32(s);
+        c = sl_ld32(s + n - 4);
+    } else if (n > 0 && n < 4) {
+        a = (uint64_t)s[0] | (uint64_t)s[n / 2] << 8 | (uint64_t)s[n - 1] << 16;
+        c = 0;
+    } else if (n == 0) {
+        a = c = 0;
+    } else {
+        return sl_mix64(seed ^ sl_hash_bytes(p, n));
+    }
+    return sl_mix64(seed ^ (a * 0x9E3779B97F4A7C15ULL) ^ ((c + n) * 0xC2B2AE3D27D4EB4FULL));
+}
+
+static inline uint32_t hb_tag(const sl_keyed_backend_t *b, const void *ns, uint32_t nslen) {
+    return hb_tag_of(nslen ? hb_hash_with(b->keyhash, ns, nslen) : b->keyhash);
+}
+
+static inline hb_cell_t *hb_find_cur(sl_keyed_backend_t *b, hb_tab_t *t, uint32_t tag, const void *ns,
+                                     uint32_t nslen) {
+    return hb_tab_find(t, tag, b->key, b->keylen, ns, nslen);
+}
+
+static int hb_register_state(sl_keyed_backend_t *b, const sl_state_desc_t *d) {
+    hb_backend_t *hb = (hb_backend_t *)b;
+    if (!d || !d->name || !d->name[0] || (int)d->kind < SL_STATE_VALUE || d->kind > SL_STATE_MAP) return SL_EINVAL;
+    for (int i = 0; i < hb->nstates; i++)
+        if (strcmp(hb->states[i].name, d->name) == 0) return hb->states[i].kind == d->kind ? i : SL_EINVAL;
+    if (hb->nstates == hb->capstates) {
+        hb->capstates = hb->capstates ? hb->capstates * 2 : 4;
+        hb->states = sl_realloc(hb->states, (size_t)hb->capstates * sizeof *hb->states);
+    }
+    hb_state_t *st = &hb->states[hb->nstates];
+    st->name = sl_strdup(d->name);
+    st->kind = d->kind;
+    st->count = 0;
+    st->tabs = sl_calloc((size_t)hb->nkg, sizeof *st->tabs);
+    return hb->nstates++;
+}
+
+/* ---- VALUE ---- */
+
+static const void *hb_get(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t nslen, uint32_t *vlen) {
+    hb_state_t *st = hb_state(b, sid, SL_STATE_VALUE);
+    if (!st) return NULL;
+    hb_cell_t *c = hb_find_cur(b, hb_cur_tab(b, st), hb_tag(b, ns, nslen), ns, nslen);
+    if (!c) return NULL;
+    if (vlen) *vlen = c->vlen;
+    return hb_cval(c);
+}
+
+static void *hb_get_mut(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t nslen, uint32_t vlen,
+                        bool *created) {
+    hb_state_t *st = hb_state(b, sid, SL_STATE_VALUE);
+    if (!st) return NULL;
+    hb_tab_t *t = hb_cur_tab(b, st);
+    uint32_t tag = hb_tag(b, ns, nslen);
+    hb_cell_t *c = hb_find_cur(b, t, tag, ns, nslen);
+    if (SL_LIKELY(c != NULL)) {
+        if (created) *created = false;
+        if (SL_LIKELY(c->vlen == vlen)) return hb_cval(c);
+        /* Resize: keep the common prefix, zero the rest. */
+        if (vlen > hb_vcap(t, c)) {
+            hb_big_t *nb = hb_spill_begin(t, c, vlen, c->vlen);
+            hb_spill_end(c, nb);
+        }
+        if (vlen > c->vlen) memset(hb_cval(c) + c->vlen, 0, vlen - c->vlen);
+        c->vlen = vlen;
+        return hb_cval(c);
+    }
+    hb_stage_t sn;
+    ns = hb_stage(&sn, t, ns, nslen);
+    c = hb_tab_insert(t, tag, b->key, b->keylen, ns, nslen, vlen);
+    sl_free(sn.heap);
+    memset(hb_cval(c), 0, vlen);
+    c->vlen = vlen;
+    st->count++;
+    if (created) *created = true;
+    return hb_cval(c);
+}
+
+/* Sets (current key, ns) of st to v, inserting when absent. */
+static void hb_put_raw(sl_keyed_backend_t *b, hb_state_t *st, const void *ns, uint32_t nslen, const void *v,
+                       uint32_t vlen) {
+    hb_tab_t *t = hb_cur_tab(b, st);
+    uint32_t tag = hb_tag(b, ns, nslen);
+    hb_cell_t *c = hb_find_cur(b, t, tag, ns, nslen);
+    if (c) {
+        hb_cell_set(t, c, v, vlen);
+        return;
+    }
+    hb_stage_t sn, sv;
+    ns = hb_stage(&sn, t, ns, nslen);
+    v = hb_stage(&sv, t, v, vlen);
+    c = hb_tab_insert(t, tag, b->key, b->keylen, ns, nslen, vlen);
+    if (vlen) memcpy(hb_cval(c), v, vlen);
+    c->vlen = vlen;
+    st->count++;
+    sl_free(sn.heap);
+    sl_free(sv.heap);
+}
+
+static int hb_put(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t nslen, const void *v, uint32_t vlen) {
+    hb_state_t *st = hb_state(b, sid, SL_STATE_VALUE);
+    if (!st || (!v && vlen)) return SL_EINVAL;
+    hb_put_raw(b, st, ns, nslen, v, vlen);
+    return SL_OK;
+}
+
+static int hb_remove(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t nslen) {
+    hb_backend_t *hb = (hb_backend_t *)b;
+    if ((unsigned)sid >= (unsigned)hb->nstates) return SL_EINVAL;
+    hb_state_t *st = &hb->states[sid];
+    hb_tab_t *t = hb_cur_tab(b, st);
+    hb_cell_t *c = hb_find_cur(b, t, hb_tag(b, ns, nslen), ns, nslen);
+    if (!c) return 0;
+    hb_tab_remove_at(t, c, st->kind);
+    st->count--;
+    return 1;
+}
+
+/* ---- LIST ---- */
+
+#define HB_ELEM_HDR 8 /* [u32 len][u32 0] */
+
+static inline size_t hb_elem_size(uint32_t len) { return HB_ELEM_HDR + hb_pad8(len); }
+
+static uint8_t *hb_elem_write(uint8_t *p, const void *v, uint32_t len) {
+    sl_st32(p, len);
+    sl_st32(p + 4, 0);
+    if (len) memcpy(p + HB_ELEM_HDR, v, len);
+    size_t sz = hb_elem_size(len);
+    memset(p + HB_ELEM_HDR + len, 0, sz - HB_ELEM_HDR - len);
+    return p + sz;
+}
+
+static int hb_list_add(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t nslen, const void *v, uint32_t vlen) {
+    hb_state_t *st = hb_state(b, sid, SL_STATE_LIST);
+    if (!st || (!v && vlen)) return SL_EINVAL;
+    hb_tab_t *t = hb_cur_tab(b, st);
+    uint32_t tag = hb_tag(b, ns, nslen);
+    hb_cell_t *c = hb_find_cur(b, t, tag, ns, nslen);
+    size_t need = hb_elem_size(vlen);
+    if (!c) {
+        if (need > UINT32_MAX) return SL_EINVAL;
+        hb_stage_t sn, sv;
+        ns = hb_stage(&sn, t, ns, nslen);
+        v = hb_stage(&sv, t, v, vlen);
+        c = hb_tab_insert(t, tag, b->key, b->keylen, ns, nslen, (uint32_t)need);
+        hb_elem_write(hb_cval(c), v, vlen);
+        c->vlen = (uint32_t)need;
+        st->count++;
+        sl_free(sn.heap);
+        sl_free(sv.heap);
+        return SL_OK;
+    }
+    uint64_t used = c->vlen, cap = hb_vcap(t, c);
+    if (used + need > UINT32_MAX) return SL_EINVAL;
+    if (used + need <= cap) {
+        hb_elem_write(hb_cval(c) + used, v, vlen);
+    } else {
+        cap = SL_MAX(cap * 2, used + need);
+        if (cap > UINT32_MAX) cap = UINT32_MAX;
+        hb_big_t *nb = hb_spill_begin(t, c, (uint32_t)cap, (uint32_t)used);
+        hb_elem_write(hb_big_val(c, nb) + used, v, vlen); /* before the old storage goes: v may be in it */
+        hb_spill_end(c, nb);
+    }
+    c->vlen = (uint32_t)(used + need);
+    return SL_OK;
+}
+
+static int hb_list_foreach(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t nslen, sl_kb_list_cb cb,
+                           void *ctx) {
+    hb_state_t *st = hb_state(b, sid, SL_STATE_LIST);
+    if (!st) return SL_EINVAL;
+    hb_cell_t *c = hb_find_cur(b, hb_cur_tab(b, st), hb_tag(b, ns, nslen), ns, nslen);
+    if (!c) return 0;
+    const uint8_t *p = hb_cval(c), *end = p + c->vlen;
+    int n = 0;
+    while (p < end) {
+        uint32_t len = sl_ld32(p);
+        if (cb) {
+            int rc = cb(ctx, p + HB_ELEM_HDR, len);
+            if (rc) return rc;
+        }
+        n++;
+        p += hb_elem_size(len);
+    }
+    return n;
+}
+
+static int hb_list_replace(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t nslen, int n,
+                           const void *const *vals, const uint32_t *lens) {
+    hb_state_t *st = hb_state(b, sid, SL_STATE_LIST);
+    if (!st || n < 0 || (n > 0 && (!vals || !lens))) return SL_EINVAL;
+    if (n == 0) {
+        int rc = hb_remove(b, sid, ns, nslen);
+        return rc < 0 ? rc : SL_OK;
+    }
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        if (!vals[i] && lens[i]) return SL_EINVAL;
+        total += hb_elem_size(lens[i]);
+    }
+    if (total > UINT32_MAX) return SL_EINVAL;
+    /* The new elements usually come from the old list: build the new value
+     * apart, then store it like a put. */
+    uint8_t *tmp = sl_malloc(total), *p = tmp;
+    for (int i = 0; i < n; i++) p = hb_elem_write(p, vals[i], lens[i]);
+    hb_put_raw(b, st, ns, nslen, tmp, (uint32_t)total);
+    sl_free(tmp);
+    return SL_OK;
+}
+
+/* ---- MAP ---- */
+
+static inline uint32_t hb_utag(const void *uk, uint32_t uklen) {
+    return hb_tag_of(hb_hash_with(0x5851F42D4C957F2DULL, uk, uklen));
+}
+
+static const void *hb_map_get(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t nslen, const void *uk,
+                              uint32_t uklen, uint32_t *vlen) {
+    hb_state_t *st = hb_state(b, sid, SL_STATE_MAP);
+    if (!st || (!uk && uklen)) return NULL;
+    hb_cell_t *c = hb_find_cur(b, hb_cur_tab(b, st), hb_tag(b, ns, nslen), ns, nslen);
+    if (!c) return NULL;
+    hb_cell_t *ic = hb_tab_find(hb_inner(c), hb_utag(uk, uklen), uk, uklen, NULL, 0);
+    if (!ic) return NULL;
+    if (vlen) *vlen = ic->vlen;
+    return hb_cval(ic);
+}
+
+static int hb_map_put(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t nslen, const void *uk, uint32_t uklen,
+                      const void *v, uint32_t vlen) {
+    hb_state_t *st = hb_state(b, sid, SL_STATE_MAP);
+    if (!st || (!uk && uklen) || (!v && vlen)) return SL_EINVAL;
+    hb_tab_t *t = hb_cur_tab(b, st);
+    uint32_t tag = hb_tag(b, ns, nslen), utag = hb_utag(uk, uklen);
+    hb_cell_t *c = hb_find_cur(b, t, tag, ns, nslen);
+    hb_stage_t sn, su, sv;
+    sn.heap = su.heap = sv.heap = NULL;
+    if (c) {
+        hb_tab_t *inner = hb_inner(c);
+        hb_cell_t *ic = hb_tab_find(inner, utag, uk, uklen, NULL, 0);
+        if (ic) {
+            hb_cell_set(inner, ic, v, vlen);
+            return SL_OK;
+        }
+        /* A new user key: the inner table's cells may move. */
+        uk = hb_stage(&su, inner, uk, uklen);
+        v = hb_stage(&sv, inner, v, vlen);
+    } else {
+        /* A new (key, ns): the outer table's cells may move (inner tables'
+         * cells do not). */
+        ns = hb_stage(&sn, t, ns, nslen);
+        uk = hb_stage(&su, t, uk, uklen);
+        v = hb_stage(&sv, t, v, vlen);
+        c = hb_tab_insert(t, tag, b->key, b->keylen, ns, nslen, (uint32_t)sizeof(hb_tab_t));
+        memset(hb_cval(c), 0, sizeof(hb_tab_t));
+        c->vlen = (uint32_t)sizeof(hb_tab_t);
+        st->count++;
+    }
+    hb_cell_t *ic = hb_tab_insert(hb_inner(c), utag, uk, uklen, NULL, 0, vlen);
+    if (vlen) memcpy(hb_cval(ic), v, vlen);
+    ic->vlen = vlen;
+    sl_free(sn.heap);
+    sl_free(su.heap);
+    sl_free(sv.heap);
+    return SL_OK;
+}
+
+static int hb_map_remove(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t nslen, const void *uk,
+                         uint32_t uklen) {
+    hb_state_t *st = hb_state(b, sid, SL_STATE_MAP);
+    if (!st || (!uk && uklen)) return SL_EINVAL;
+    hb_tab_t *t = hb_cur_tab(b, st);
+    hb_cell_t *c = hb_find_cur(b, t, hb_tag(b, ns, nslen), ns, nslen);
+    if (!c) return 0;
+    hb_tab_t *inner = hb_inner(c);
+    hb_cell_t *ic = hb_tab_find(inner, hb_utag(uk, uklen), uk, uklen, NULL, 0);
+    if (!ic) return 0;
+    hb_tab_remove_at(inner, ic, SL_STATE_VALUE);
+    if (inner->n == 0) { /* the last user key: the (key, ns) goes too */
+        hb_tab_remove_at(t, c, SL_STATE_MAP);
+        st->count--;
+    }
+    return 1;
+}
+
+static int hb_map_foreach(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t nslen, sl_kb_map_cb cb,
+                          void *ctx) {
+    hb_state_t *st = hb_state(b, sid, SL_STATE_MAP);
+    if (!st) return SL_EINVAL;
+    hb_cell_t *c = hb_find_cur(b, hb_cur_tab(b, st), hb_tag(b, ns, nslen), ns, nslen);
+    if (!c) return 0;
+    hb_tab_t *inner = hb_inner(c);
+    int n = 0;
+    for (uint32_t i = 0; inner->cells && i <= inner->mask; i++) {
+        hb_cell_t *ic = hb_cell(inner, i);
+        if (!ic->klen1) continue;
+        if (cb) {
+            int rc = cb(ctx, hb_kbytes(ic), hb_klen(ic), hb_cval(ic), ic->vlen);
+            if (rc) return rc;
+        }
+        n++;
+    }
+    return n;
+}
+
+/* ---- all keys ---- */
+
+static int hb_foreach_entry(sl_keyed_backend_t *b, int sid, sl_kb_entry_cb cb, void *ctx) {
+    hb_backend_t *hb = (hb_backend_t *)b;
+    if ((unsigned)sid >= (unsigned)hb->nstates || !cb) return SL_EINVAL;
+    hb_state_t *st = &hb->states[sid];
+    for (int g = 0; g < hb->nkg; g++) {
+        hb_tab_t *t = &st->tabs[g];
+        for (uint32_t i = 0; t->cells && i <= t->mask; i++) {
+            hb_cell_t *c = hb_cell(t, i);
+            if (!c->klen1) continue;
+            const uint8_t *kb = hb_kbytes(c);
+            int rc = cb(ctx, kb, hb_klen(c), kb + hb_klen(c), hb_nslen(c));
+            if (rc) return rc;
+        }
+    }
+    return 0;
+}
+
+static int64_t hb_count(sl_keyed_backend_t *b, int sid) {
+    hb_backend_t *hb = (hb_backend_t *)b;
+    if ((unsigned)sid >= (unsigned)hb->nstates) return SL_EINVAL;
+    return hb->states[sid].count;
+}
+
+static void hb_destroy(sl_keyed_backend_t *b) {
+    if (!b) return;
+    hb_backend_t *hb = (hb_backend_t *)b;
+    for (int i = 0; i < hb->nstates; i++) {
+        hb_state_t *st = &hb->states[i];
+        for (int g = 0; g < hb->nkg; g++) hb_tab_free_all(&st->tabs[g], st->kind);
+        sl_free(st->tabs);
+        sl_free(st->name);
+    }
+    sl_free(hb->states);
+    sl_kb_base_free(b);
+    sl_free(hb);
+}
+
+static const sl_keyed_backend_ops_t hb_ops = {
+    .name = "heap",
+    .register_state = hb_register_state,
+    .get = hb_get,
+    .get_mut = hb_get_mut,
+    .put = hb_put,
+    .remove = hb_remove,
+    .list_add = hb_list_add,
+    .list_foreach = hb_list_foreach,
+    .list_replace = hb_list_replace,
+    .map_get = hb_map_get,
+    .map_put = hb_map_put,
+    .map_remove = hb_map_remove,
+    .map_foreach = hb_map_foreach,
+    .foreach_entry = hb_foreach_entry,
+    .count = hb_count,
+    .destroy = hb_destroy,
+};
+
+sl_keyed_backend_t *sl_heap_backend_new(int max_parallelism, sl_kg_range_t range) {
+    hb_backend_t *hb = sl_calloc(1, sizeof *hb);
+    sl_kb_base_init(&hb->base, &hb_ops, max_parallelism, range);
+    hb->nkg = range.end - range.start;
+    return &hb->base;
+}

@@ -1,0 +1,401 @@
+/*
+ * timer_service.c — keyed timers per key group (see timer_service.h).
+ *
+ * Layout, per time domain (event time and processing time are two
+ * independent copies of everything below):
+ *
+ *   kgs[kg - range.start]   per key group:
+ *       heap   binary min-heap of {ts, timer*} by timestamp; each timer
+ *              records its heap position (hpos), so a timer can be taken
+ *              out of the middle in O(log n).
+ *       set    open-addressing hash set (linear probing, power-of-two
+ *              capacity, load <= 3/4, backward-shift deletion) of
+ *              {hash, timer*} over (ts, key, ns): it makes registration
+ *              idempotent and finds a timer to delete.  Heap and set always
+ *              hold exactly the same timers (no lazy deletion), so counts
+ *              are exact and pop never sees a deleted timer.
+ *   kheap  binary min-heap over the non-empty key groups keyed by their
+ *          head timestamp (each key group knows its position, kpos).
+ *
+ * A timer is one allocation: {ts, hash, hpos, klen, nslen, key, ns}.
+ *
+ * Costs (n timers in a key group, g non-empty key groups): register and
+ * delete O(log n + log g) plus one hash of key and namespace; peek O(1);
+ * pop O(log n + log g); foreach_kg O(n).  Keeping timers per key group is
+ * what lets snapshots write, and rescaling move, one key group at a time.
+ *
+ * Timestamps are full int64 values: a timer at INT64_MAX is kept and popped
+ * (by pop(t = INT64_MAX)), though peek cannot tell it from "none".
+ *
+ * The timer returned by pop stays allocated until the next pop (or
+ * destroy), which is at least as long as the header promises.
+ */
+#include "state/timer_service.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/common.h"
+
+typedef struct ts_timer {
+    int64_t ts;
+    uint64_t hash;
+    size_t hpos; /* position in its key group's heap */
+    uint32_t klen, nslen;
+    uint8_t data[]; /* key, ns */
+} ts_timer_t;
+
+typedef struct ts_hnode {
+    int64_t ts;
+    ts_timer_t *t;
+} ts_hnode_t;
+
+typedef struct ts_sslot {
+    uint64_t hash;
+    ts_timer_t *t; /* NULL: empty */
+} ts_sslot_t;
+
+typedef struct ts_kg {
+    ts_hnode_t *heap;
+    size_t n, hcap;
+    ts_sslot_t *set;  /* NULL until the first timer */
+    size_t smask;     /* set capacity - 1 */
+    unsigned sshift;  /* 64 - log2(set capacity) */
+    int kpos;         /* position in kheap, -1 while empty */
+} ts_kg_t;
+
+typedef struct ts_knode {
+    int64_t ts; /* head timestamp of the key group */
+    int kgi;    /* kg - range.start */
+} ts_knode_t;
+
+typedef struct ts_domain {
+    ts_kg_t *kgs;      /* [nkg] */
+    ts_knode_t *kheap; /* [nkg] capacity; kn used */
+    int kn;
+    int64_t count;
+} ts_domain_t;
+
+struct sl_timer_service {
+    int max_parallelism;
+    sl_kg_range_t range;
+    int nkg;
+    ts_domain_t dom[2];
+    ts_timer_t *popped; /* the last popped timer (its key/ns are still referenced) */
+};
+
+#define TS_GOLDEN 0x9E3779B97F4A7C15ULL
+#define TS_MINCAP 8
+
+/* ------------------------------------------------------------------ */
+/* timers                                                              */
+
+static uint64_t ts_hash(const void *key, uint32_t klen, const void *ns, uint32_t nslen, int64_t ts) {
+    uint64_t h = sl_mix64(sl_hash_bytes(key, klen) ^ ((uint64_t)ts * TS_GOLDEN));
+    if (nslen) h = sl_mix64(h ^ sl_hash_bytes(ns, nslen));
+    return h;
+}
+
+static inline bool ts_timer_is(const ts_timer_t *t, int64_t ts, const void *key, uint32_t klen, const void *ns,
+                               uint32_t nslen) {
+    return t->ts == ts && t->klen == klen && t->nslen == nslen && (klen == 0 || memcmp(t->data, key, klen) == 0) &&
+           (nslen == 0 || memcmp(t->data + klen, ns, nslen) == 0);
+}
+
+static void ts_fill(sl_timer_t *out, const ts_timer_t *t, int kg) {
+    out->ts = t->ts;
+    out->kg = kg;
+    out->key = t->data;
+    out->keylen = t->klen;
+    out->ns = t->data + t->klen;
+    out->nslen = t->nslen;
+}
+
+/* ------------------------------------------------------------------ */
+/* the dedup set of one key group                                      */
+
+static inline size_t ts_home(const ts_kg_t *g, uint64_t h) { return (size_t)((h * TS_GOLDEN) >> g->sshift); }
+
+static ts_sslot_t *ts_set_find(const ts_kg_t *g, uint64_t h, int64_t ts, const void *key, uint32_t klen,
+                               const void *ns, uint32_t nslen) {
+    if (!g->set) return NULL;
+    for (size_t i = ts_home(g, h);; i = (i + 1) & g->smask) {
+        ts_sslot_t *s = &g->set[i];
+        if (!s->t) return NULL;
+        if (s->hash == h && ts_timer_is(s->t, ts, key, klen, ns, nslen)) return s;
+    }
+}
+
+static void ts_set_resize(ts_kg_t *g, size_t cap) {
+    ts_sslot_t *old = g->set;
+    size_t oldcap = old ? g->smask + 1 : 0;
+    unsigned bits = 0;
+    while (((size_t)1 << bits) < cap) bits++;
+    g->set = sl_calloc(cap, sizeof *g->set);
+    g->smask = cap - 1;
+    g->sshift = 64 - bits;
+    for (size_t i = 0; i < oldcap; i++) {
+        if (!old[i].t) continue;
+        size_t j = ts_home(g, old[i].hash);
+        while (g->set[j].t) j = (j + 1) & g->smask;
+        g->set[j] = old[i];
+    }
+    sl_free(old);
+}
+
+/* Adds t (not present); g->n must already count it. */
+static void ts_set_add(ts_kg_t *g, ts_timer_t *t) {
+    if (!g->set) ts_set_resize(g, TS_MINCAP);
+    else if (g->n * 4 > (g->smask + 1) * 3) ts_set_resize(g, (g->smask + 1) * 2);
+    size_t i = ts_home(g, t->hash);
+    while (g->set[i].t) i = (i + 1) & g->smask;
+    g->set[i].hash = t->hash;
+    g->set[i].t = t;
+}
+
+/* Removes t (present) by shifting later members of its probe run back. */
+static void ts_set_del(ts_kg_t *g, const ts_timer_t *t) {
+    size_t i = ts_home(g, t->hash);
+    while (g->set[i].t != t) i = (i + 1) & g->smask;
+    for (size_t j = i;;) {
+        j = (j + 1) & g->smask;
+        if (!g->set[j].t) break;
+        size_t home = ts_home(g, g->set[j].hash);
+        if (((j - home) & g->smask) >= ((j - i) & g->smask)) {
+            g->set[i] = g->set[j];
+            i = j;
+        }
+    }
+    g->set[i].t = NULL;
+    g->set[i].hash = 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* the timer heap of one key group                                     */
+
+static inline void ts_hplace(ts_kg_t *g, size_t i, ts_hnode_t x) {
+    g->heap[i] = x;
+    x.t->hpos = i;
+}
+
+static void ts_hup(ts_kg_t *g, size_t i) {
+    ts_hnode_t x = g->heap[i];
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (g->heap[p].ts <= x.ts) break;
+        ts_hplace(g, i, g->heap[p]);
+        i = p;
+    }
+    ts_hplace(g, i, x);
+}
+
+static void ts_hdown(ts_kg_t *g, size_t i) {
+    ts_hnode_t x = g->heap[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= g->n) break;
+        if (c + 1 < g->n && g->heap[c + 1].ts < g->heap[c].ts) c++;
+        if (x.ts <= g->heap[c].ts) break;
+        ts_hplace(g, i, g->heap[c]);
+        i = c;
+    }
+    ts_hplace(g, i, x);
+}
+
+static void ts_hpush(ts_kg_t *g, ts_timer_t *t) {
+    if (g->n == g->hcap) {
+        g->hcap = g->hcap ? g->hcap * 2 : TS_MINCAP;
+        g->heap = sl_realloc(g->heap, g->hcap * sizeof *g->heap);
+    }
+    g->heap[g->n].ts = t->ts;
+    g->heap[g->n].t = t;
+    g->n++;
+    ts_hup(g, g->n - 1);
+}
+
+/* Takes the timer at heap position i out of the heap. */
+static void ts_hremove(ts_kg_t *g, size_t i) {
+    size_t last = --g->n;
+    if (i == last) return;
+    ts_hplace(g, i, g->heap[last]);
+    if (i > 0 && g->heap[(i - 1) / 2].ts > g->heap[i].ts) ts_hup(g, i);
+    else ts_hdown(g, i);
+}
+
+/* ------------------------------------------------------------------ */
+/* the heap over key groups                                            */
+
+static inline void ts_kplace(ts_domain_t *D, int i, ts_knode_t x) {
+    D->kheap[i] = x;
+    D->kgs[x.kgi].kpos = i;
+}
+
+static void ts_kfix(ts_domain_t *D, int i) {
+    ts_knode_t x = D->kheap[i];
+    while (i > 0 && D->kheap[(i - 1) / 2].ts > x.ts) {
+        ts_kplace(D, i, D->kheap[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    for (;;) {
+        int c = 2 * i + 1;
+        if (c >= D->kn) break;
+        if (c + 1 < D->kn && D->kheap[c + 1].ts < D->kheap[c].ts) c++;
+        if (x.ts <= D->kheap[c].ts) break;
+        ts_kplace(D, i, D->kheap[c]);
+        i = c;
+    }
+    ts_kplace(D, i, x);
+}
+
+/* Brings key group kgi's place in kheap up to date after its heap changed. */
+static void ts_kg_changed(ts_domain_t *D, int kgi) {
+    ts_kg_t *g = &D->kgs[kgi];
+    if (g->n == 0) {
+        if (g->kpos < 0) return;
+        int i = g->kpos, last = --D->kn;
+        g->kpos = -1;
+        if (i != last) {
+            ts_kplace(D, i, D->kheap[last]);
+            ts_kfix(D, i);
+        }
+        return;
+    }
+    int64_t head = g->heap[0].ts;
+    if (g->kpos < 0) {
+        int i = D->kn++;
+        D->kheap[i].ts = head;
+        D->kheap[i].kgi = kgi;
+        g->kpos = i;
+        ts_kfix(D, i);
+    } else if (D->kheap[g->kpos].ts != head) {
+        D->kheap[g->kpos].ts = head;
+        ts_kfix(D, g->kpos);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* the service                                                         */
+
+sl_timer_service_t *sl_timer_service_new(int max_parallelism, sl_kg_range_t range) {
+    if (max_parallelism <= 0 || range.start < 0 || range.end > max_parallelism || range.start >= range.end) {
+        fprintf(stderr, "sluice: bad key-group range [%d, %d) for max parallelism %d\n", range.start, range.end,
+                max_parallelism);
+        abort();
+    }
+    sl_timer_service_t *s = sl_calloc(1, sizeof *s);
+    s->max_parallelism = max_parallelism;
+    s->range = range;
+    s->nkg = range.end - range.start;
+    for (int d = 0; d < 2; d++) {
+        s->dom[d].kgs = sl_calloc((size_t)s->nkg, sizeof(ts_kg_t));
+        s->dom[d].kheap = sl_calloc((size_t)s->nkg, sizeof(ts_knode_t));
+        for (int i = 0; i < s->nkg; i++) s->dom[d].kgs[i].kpos = -1;
+    }
+    return s;
+}
+
+void sl_timer_service_destroy(sl_timer_service_t *s) {
+    if (!s) return;
+    for (int d = 0; d < 2; d++) {
+        ts_domain_t *D = &s->dom[d];
+        for (int i = 0; i < s->nkg; i++) {
+            ts_kg_t *g = &D->kgs[i];
+            for (size_t j = 0; j < g->n; j++) sl_free(g->heap[j].t);
+            sl_free(g->heap);
+            sl_free(g->set);
+        }
+        sl_free(D->kgs);
+        sl_free(D->kheap);
+    }
+    sl_free(s->popped);
+    sl_free(s);
+}
+
+/* The domain, or NULL for a bad domain or key group. */
+static inline ts_domain_t *ts_dom(const sl_timer_service_t *s, sl_time_domain_t d, int kg) {
+    if ((unsigned)d > 1u || kg < s->range.start || kg >= s->range.end) return NULL;
+    return (ts_domain_t *)&s->dom[d];
+}
+
+int sl_timers_register(sl_timer_service_t *s, sl_time_domain_t d, int kg, const void *key, uint32_t klen,
+                       const void *ns, uint32_t nslen, int64_t ts) {
+    ts_domain_t *D = ts_dom(s, d, kg);
+    if (!D || (!key && klen) || (!ns && nslen)) return SL_EINVAL;
+    int kgi = kg - s->range.start;
+    ts_kg_t *g = &D->kgs[kgi];
+    uint64_t h = ts_hash(key, klen, ns, nslen, ts);
+    if (ts_set_find(g, h, ts, key, klen, ns, nslen)) return 0;
+    ts_timer_t *t = sl_malloc(sizeof *t + (size_t)klen + nslen);
+    t->ts = ts;
+    t->hash = h;
+    t->klen = klen;
+    t->nslen = nslen;
+    if (klen) memcpy(t->data, key, klen);
+    if (nslen) memcpy(t->data + klen, ns, nslen);
+    ts_hpush(g, t);
+    ts_set_add(g, t);
+    D->count++;
+    if (t->hpos == 0) ts_kg_changed(D, kgi);
+    return 1;
+}
+
+int sl_timers_delete(sl_timer_service_t *s, sl_time_domain_t d, int kg, const void *key, uint32_t klen,
+                     const void *ns, uint32_t nslen, int64_t ts) {
+    ts_domain_t *D = ts_dom(s, d, kg);
+    if (!D || (!key && klen) || (!ns && nslen)) return SL_EINVAL;
+    int kgi = kg - s->range.start;
+    ts_kg_t *g = &D->kgs[kgi];
+    ts_sslot_t *slot = ts_set_find(g, ts_hash(key, klen, ns, nslen, ts), ts, key, klen, ns, nslen);
+    if (!slot) return 0;
+    ts_timer_t *t = slot->t;
+    size_t pos = t->hpos;
+    ts_set_del(g, t);
+    ts_hremove(g, pos);
+    sl_free(t);
+    D->count--;
+    if (pos == 0) ts_kg_changed(D, kgi);
+    return 1;
+}
+
+int64_t sl_timers_peek(const sl_timer_service_t *s, sl_time_domain_t d) {
+    if ((unsigned)d > 1u) return INT64_MAX;
+    const ts_domain_t *D = &s->dom[d];
+    return D->kn ? D->kheap[0].ts : INT64_MAX;
+}
+
+bool sl_timers_pop(sl_timer_service_t *s, sl_time_domain_t d, int64_t t, sl_timer_t *out) {
+    sl_free(s->popped);
+    s->popped = NULL;
+    if ((unsigned)d > 1u) return false;
+    ts_domain_t *D = &s->dom[d];
+    if (D->kn == 0 || D->kheap[0].ts > t) return false;
+    int kgi = D->kheap[0].kgi;
+    ts_kg_t *g = &D->kgs[kgi];
+    ts_timer_t *tm = g->heap[0].t;
+    ts_set_del(g, tm);
+    ts_hremove(g, 0);
+    D->count--;
+    ts_kg_changed(D, kgi);
+    s->popped = tm;
+    if (out) ts_fill(out, tm, s->range.start + kgi);
+    return true;
+}
+
+int64_t sl_timers_count(const sl_timer_service_t *s, sl_time_domain_t d) {
+    if ((unsigned)d > 1u) return 0;
+    return s->dom[d].count;
+}
+
+int sl_timers_foreach_kg(const sl_timer_service_t *s, sl_time_domain_t d, int kg,
+                         int (*cb)(void *c, const sl_timer_t *t), void *c) {
+    const ts_domain_t *D = ts_dom(s, d, kg);
+    if (!D || !cb) return SL_EINVAL;
+    const ts_kg_t *g = &D->kgs[kg - s->range.start];
+    for (size_t i = 0; i < g->n; i++) {
+        sl_timer_t t;
+        ts_fill(&t, g->heap[i].t, kg);
+        int rc = cb(c, &t);
+        if (rc) return rc;
+    }
+    return 0;
+}
