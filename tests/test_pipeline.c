@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
+#include "connectors/connectors.h"
 #include "pipeline_util.h"
 #include "test.h"
 
@@ -353,6 +354,33 @@ TEST(backpressure_bounded) {
     free(bp);
 }
 
+/* sl_env_cancel from another thread stops an unbounded job */
+static void *cancel_later(void *env) {
+    struct timespec ts = {0, 100000000};
+    nanosleep(&ts, NULL);
+    sl_env_cancel(env);
+    return NULL;
+}
+
+TEST(cancel_unbounded) {
+    sl_datagen_opts_t g = sl_datagen_defaults();
+    g.count = -1;
+    sl_env_t *env = sl_env_new();
+    sl_env_set_parallelism(env, 2);
+    sl_stream_t *s = sl_from_source(env, sl_datagen_source(g), sl_wm_bounded("ts", 1000), "forever");
+    sl_counting_sink_stats_t *stats = NULL;
+    sl_sink_to(sl_rebalance(s), sl_counting_sink(&stats), "count");
+    pthread_t th;
+    pthread_create(&th, NULL, cancel_later, env);
+    int rc = sl_env_execute(env, "forever");
+    pthread_join(th, NULL);
+    CHECK_EQ(rc, SL_ECANCELED);
+    CHECK_CONTAINS(sl_env_error(env), "canceled");
+    CHECK(sl_counting_sink_count(stats) > 0);
+    sl_counting_sink_stats_free(stats);
+    sl_env_destroy(env);
+}
+
 int main(void) {
     RUN(map_filter_chain);
     RUN(keyed_state_counts);
@@ -362,6 +390,7 @@ int main(void) {
     RUN(user_failure);
     RUN(builder_errors);
     RUN(backpressure_bounded);
+    RUN(cancel_unbounded);
     (void)check_ids;
     TEST_MAIN_END();
 }

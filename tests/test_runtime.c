@@ -8,6 +8,7 @@
 #include "graph/job_graph.h"
 #include "pipeline_util.h"
 #include "runtime/channel.h"
+#include "runtime/mailbox.h"
 #include "runtime/record_writer.h"
 #include "runtime/watermark_valve.h"
 #include "test.h"
@@ -89,6 +90,58 @@ TEST(channel_oversized_record) {
     CHECK_EQ(b->cap, 64); /* shrunk back: memory stays bounded */
     sl_channel_recycle(ch, b);
     sl_channel_destroy(ch);
+    sl_waker_destroy(&wk);
+}
+
+/* ---- mailbox: mail from many threads runs in order on the owner ---- */
+
+typedef struct {
+    sl_mailbox_t *m;
+    int id;
+} poster_t;
+static int64_t mail_seen[4];
+static int mail_order_ok = 1;
+static pthread_t mail_owner;
+
+static void mail_fn(void *owner, void *arg) {
+    intptr_t v = (intptr_t)arg;
+    int id = (int)(v >> 20), seq = (int)(v & 0xfffff);
+    if (!pthread_equal(pthread_self(), mail_owner) || seq != mail_seen[id]) mail_order_ok = 0;
+    mail_seen[id]++;
+}
+
+static void *poster(void *arg) {
+    poster_t *p = arg;
+    for (intptr_t i = 0; i < 5000; i++) sl_mailbox_post(p->m, mail_fn, (void *)(((intptr_t)p->id << 20) | i));
+    return NULL;
+}
+
+TEST(mailbox_order_and_owner) {
+    sl_waker_t wk;
+    sl_waker_init(&wk);
+    sl_mailbox_t m;
+    sl_mailbox_init(&m, &wk);
+    mail_owner = pthread_self();
+    pthread_t th[4];
+    poster_t ps[4];
+    for (int i = 0; i < 4; i++) {
+        ps[i].m = &m;
+        ps[i].id = i;
+        pthread_create(&th[i], NULL, poster, &ps[i]);
+    }
+    int64_t ran = 0;
+    while (ran < 20000) {
+        int n = sl_mailbox_drain(&m, NULL);
+        if (!n) sl_waker_wait(&wk, sl_mono_ns() + 1000000);
+        ran += n;
+    }
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    CHECK_EQ(ran, 20000);
+    CHECK(mail_order_ok);
+    for (int i = 0; i < 4; i++) CHECK_EQ(mail_seen[i], 5000);
+    CHECK_EQ(sl_mailbox_drain(&m, NULL), 0);
+    sl_mailbox_post(&m, mail_fn, NULL); /* never run: destroy frees it */
+    sl_mailbox_destroy(&m);
     sl_waker_destroy(&wk);
 }
 
@@ -249,6 +302,7 @@ int main(void) {
     RUN(channel_bounded_fifo);
     RUN(channel_cancel_unblocks_producer);
     RUN(channel_oversized_record);
+    RUN(mailbox_order_and_owner);
     RUN(valve_minimum);
     RUN(valve_idleness);
     RUN(partitioners);

@@ -92,6 +92,7 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
             t->clock = env->clock;
             t->clock_ctx = env->clock_ctx;
             sl_waker_init(&t->waker);
+            sl_mailbox_init(&t->mailbox, &t->waker);
             atomic_init(&t->cancel, false);
             t->nops = jv->nnodes;
             t->ops = sl_calloc((size_t)t->nops, sizeof *t->ops);
@@ -267,6 +268,7 @@ void sl_executor_destroy(sl_executor_t *ex) {
             sl_free(t->ops);
             sl_free(t->outs);
             sl_free(t->wake);
+            sl_mailbox_destroy(&t->mailbox);
             sl_waker_destroy(&t->waker);
         }
         sl_free(ex->tasks[v]);

@@ -2,7 +2,8 @@
  * task.c — the task's thread (Flink's StreamTask + mailbox loop).
  *
  * One thread owns everything in a task.  Each turn of the loop it:
- *   1. stops if cancelled or failed;
+ *   1. runs its mail (control messages posted by other threads) and stops
+ *      if cancelled or failed;
  *   2. fires due processing-time wake-ups of its operators;
  *   3. a source task polls its reader for a batch; other tasks take at most
  *      one buffer from each input channel and run its elements through the
@@ -38,9 +39,14 @@ void sl_task_fail(sl_task_t *t, int rc, const char *msg) {
 
 const char *sl_task_name(const sl_task_t *t) { return t->name; }
 
+static void cancel_mail(void *owner, void *arg) {
+    sl_task_t *t = owner;
+    atomic_store(&t->cancel, true);
+}
+
 void sl_task_cancel(sl_task_t *t) {
     atomic_store(&t->cancel, true);
-    sl_waker_signal(&t->waker);
+    sl_mailbox_post(&t->mailbox, cancel_mail, NULL);
 }
 
 /* ---- chain output ---- */
@@ -249,6 +255,7 @@ static void run_loop(sl_task_t *t) {
     bool source_done = false;
     bool gate_done[2] = {false, false};
     while (!atomic_load_explicit(&t->cancel, memory_order_relaxed) && !t->failed) {
+        if (sl_mailbox_drain(&t->mailbox, t) && (atomic_load(&t->cancel) || t->failed)) break;
         int64_t next = fire_timers(t);
         bool did = false;
         if (t->is_source) {

@@ -6,6 +6,7 @@
 #define SL_TASK_INT_H
 
 #include "runtime/channel.h"
+#include "runtime/mailbox.h"
 #include "runtime/record_writer.h"
 #include "runtime/task.h"
 #include "runtime/watermark_valve.h"
@@ -59,7 +60,8 @@ struct sl_task {
     sl_record_writer_t **writers;
     int nwriters;
     sl_waker_t waker;
-    atomic_bool cancel;
+    sl_mailbox_t mailbox;
+    atomic_bool cancel;       /* also set directly: a producer blocked on a full channel reads no mail */
     int64_t *wake;               /* per op: processing-time wake-up */
     sl_clock_fn clock;
     void *clock_ctx;
