@@ -150,9 +150,7 @@ static int64_t state_entries(void) {
     return n;
 }
 
-static int64_t ntimers(void) {
-    return sl_timers_count(H.op->timers, SL_TIME_EVENT) + sl_timers_count(H.op->timers, SL_TIME_PROCESSING);
-}
+static int64_t ntimers(void) { return sl_window_op_pending_timers(H.op); }
 
 /* ---- functions ---- */
 

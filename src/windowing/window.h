@@ -288,6 +288,9 @@ sl_operator_t *sl_window_op_create(const void *spec, const sl_op_init_t *init);
 /* Records the operator dropped as late (no late output tag); Flink's
  * numLateRecordsDropped. */
 int64_t sl_window_op_late_dropped(const sl_operator_t *op);
+/* Timers pending, counted as Flink would hold them (per key and window:
+ * trigger and cleanup timers), whether kept as timers or window buckets. */
+int64_t sl_window_op_pending_timers(const sl_operator_t *op);
 
 /* ---- the windowed stream handle (window_api.c) -------------------------- */
 

@@ -36,6 +36,19 @@
  * With the heap backend, values from get_mut are changed in place and the
  * put that the interface asks for is a documented no-op: it is skipped.
  *
+ * Window buckets (event-time fast path).  Every key of a tumbling or
+ * sliding window shares the window's firing time (max timestamp) and
+ * cleanup time, so instead of two timers per (key, window) the operator
+ * keeps, per window, the list of keys that created contents for it.  When
+ * the watermark reaches a window's max timestamp the list is walked once
+ * (each key's result is emitted), and at its cleanup time once more (each
+ * key's contents removed; with no allowed lateness both happen in one
+ * walk).  Emitted results and late firings are exactly those of the timer
+ * path; only the order among keys of one window differs (insertion order
+ * instead of heap order), which Flink leaves unspecified too.  The lists
+ * are derived data: a restore can rebuild them from the window-contents
+ * state (each entry's namespace is its window).
+ *
  * Everything runs on the task's thread.
  */
 #include <inttypes.h>
@@ -45,6 +58,16 @@
 #include "windowing/window.h"
 
 typedef struct win_op win_op_t;
+
+/* The keys that have contents for one window (fast path, event time). */
+typedef struct win_bucket {
+    sl_window_t w;
+    int64_t fire_ts;    /* the window's max timestamp */
+    int64_t cleanup_ts; /* max + allowed lateness (INT64_MAX on overflow) */
+    bool fired;
+    sl_buf_t keys;      /* entries: u64 key hash, u32 length, key bytes, padded to 8 */
+    int64_t nkeys;
+} win_bucket_t;
 
 typedef struct win_tctx {
     sl_trigger_ctx_t c; /* first */
@@ -92,6 +115,12 @@ struct win_op {
 
     int64_t proc_wakeup; /* earliest processing-time wake-up asked for */
     int64_t late_dropped;
+
+    /* event-time fast path: the keys with contents per window, instead of
+     * two timers per (key, window); sorted by window start */
+    win_bucket_t *buckets;
+    int nbuckets, buckets_cap;
+    int last_bucket;
 };
 
 static const sl_operator_vt_t window_vt;
@@ -577,6 +606,98 @@ static int assign(win_op_t *op, int64_t t) {
     return n;
 }
 
+/* ---- window buckets (event-time fast path) ---------------------------- */
+
+static win_bucket_t *bucket_for(win_op_t *op, const sl_window_t *w) {
+    if (op->last_bucket < op->nbuckets && op->buckets[op->last_bucket].w.start == w->start)
+        return &op->buckets[op->last_bucket];
+    int i = op->nbuckets;
+    while (i > 0 && op->buckets[i - 1].w.start > w->start) i--;
+    if (i > 0 && op->buckets[i - 1].w.start == w->start) {
+        op->last_bucket = i - 1;
+        return &op->buckets[i - 1];
+    }
+    if (op->nbuckets == op->buckets_cap) {
+        op->buckets_cap = op->buckets_cap ? op->buckets_cap * 2 : 8;
+        op->buckets = sl_realloc(op->buckets, (size_t)op->buckets_cap * sizeof *op->buckets);
+    }
+    memmove(&op->buckets[i + 1], &op->buckets[i], (size_t)(op->nbuckets - i) * sizeof *op->buckets);
+    op->nbuckets++;
+    win_bucket_t *b = &op->buckets[i];
+    memset(b, 0, sizeof *b);
+    b->w = *w;
+    b->fire_ts = sl_window_max_ts(w);
+    b->cleanup_ts = cleanup_time(op, w);
+    b->fired = b->fire_ts <= op->base.wm; /* a window first seen in its lateness period */
+    op->last_bucket = i;
+    return b;
+}
+
+/* The current key got contents for window w. */
+static void bucket_add(win_op_t *op, const sl_window_t *w) {
+    win_bucket_t *b = bucket_for(op, w);
+    sl_keyed_backend_t *kb = KB(op);
+    size_t need = 12 + (size_t)kb->keylen, pad = (8 - need % 8) % 8;
+    sl_buf_reserve(&b->keys, need + pad);
+    uint8_t *p = b->keys.p + b->keys.len;
+    sl_st64(p, kb->keyhash);
+    sl_st32(p + 8, kb->keylen);
+    memcpy(p + 12, kb->key, kb->keylen);
+    memset(p + need, 0, pad);
+    b->keys.len += need + pad;
+    b->nkeys++;
+}
+
+/* Walks bucket b: emits each key's result (fire) and/or removes its
+ * contents (clear). */
+static int bucket_walk(win_op_t *op, win_bucket_t *b, bool fire, bool clear) {
+    sl_keyed_backend_t *kb = KB(op);
+    uint8_t ns[SL_WINDOW_NS_LEN];
+    sl_window_to_ns(&b->w, ns);
+    const uint8_t *p = b->keys.p, *end = b->keys.p + b->keys.len;
+    while (p < end) {
+        uint64_t h = sl_ld64(p);
+        uint32_t len = sl_ld32(p + 8);
+        const uint8_t *key = p + 12;
+        size_t need = 12 + (size_t)len;
+        p += need + (8 - need % 8) % 8;
+        sl_kb_set_key_hashed(kb, key, len, h);
+        if (fire) {
+            int rc = emit_window(op, &b->w, &b->w);
+            if (rc < 0) return rc;
+        }
+        if (clear) contents_clear(op, &b->w);
+    }
+    return 0;
+}
+
+/* Fires and cleans up every window the watermark has reached, in order. */
+static int buckets_advance(win_op_t *op, int64_t wm) {
+    int done = 0;
+    for (int i = 0; i < op->nbuckets; i++) {
+        win_bucket_t *b = &op->buckets[i];
+        if (b->fire_ts > wm) break;
+        bool fire = !b->fired, clear = b->cleanup_ts <= wm;
+        if (fire || clear) {
+            int rc = bucket_walk(op, b, fire, clear);
+            if (rc < 0) return rc;
+        }
+        b->fired = true;
+        if (clear) {
+            sl_buf_free(&b->keys);
+            done = i + 1;
+        }
+    }
+    /* Buckets are cleaned up in start order (equal lateness), so the done
+     * ones are a prefix. */
+    if (done) {
+        memmove(op->buckets, op->buckets + done, (size_t)(op->nbuckets - done) * sizeof *op->buckets);
+        op->nbuckets -= done;
+        op->last_bucket = 0;
+    }
+    return 0;
+}
+
 /* The fast path (see the file comment). */
 static int process_fast(win_op_t *op, const sl_record_t *rec, int64_t t) {
     sl_window_t one;
@@ -602,10 +723,7 @@ static int process_fast(win_op_t *op, const sl_record_t *rec, int64_t t) {
         int rc = contents_add(op, w, rec, &created);
         if (SL_UNLIKELY(rc < 0)) return rc;
         if (op->event_time) {
-            if (SL_UNLIKELY(created)) {
-                if (max > wm) timer_register(op, SL_TIME_EVENT, w, max);
-                if (cleanup != max && cleanup != INT64_MAX) timer_register(op, SL_TIME_EVENT, w, cleanup);
-            }
+            if (SL_UNLIKELY(created)) bucket_add(op, w);
             if (SL_UNLIKELY(max <= wm)) { /* EventTimeTrigger: a late firing */
                 rc = emit_window(op, w, w);
                 if (rc < 0) return rc;
@@ -769,6 +887,10 @@ static int on_timer(win_op_t *op, sl_time_domain_t d, const sl_timer_t *tm) {
 
 static int w_advance_watermark(sl_operator_t *o, int64_t wm) {
     win_op_t *op = (win_op_t *)o;
+    if (op->fast && op->event_time) {
+        int rc = buckets_advance(op, wm);
+        if (rc < 0) return rc;
+    }
     sl_timer_t t;
     while (sl_timers_pop(o->timers, SL_TIME_EVENT, wm, &t)) {
         int rc = on_timer(op, SL_TIME_EVENT, &t);
@@ -822,6 +944,8 @@ static int w_open(sl_operator_t *o) {
 
 static void w_destroy(sl_operator_t *o) {
     win_op_t *op = (win_op_t *)o;
+    for (int i = 0; i < op->nbuckets; i++) sl_buf_free(&op->buckets[i].keys);
+    sl_free(op->buckets);
     sl_free(op->sid_trigger);
     sl_free(op->wins);
     sl_rw_free(&op->rw);
@@ -896,6 +1020,20 @@ sl_operator_t *sl_window_op_create(const void *spec_, const sl_op_init_t *init) 
     op->tctx.op = op;
     op->proc_wakeup = INT64_MAX;
     return &op->base;
+}
+
+int64_t sl_window_op_pending_timers(const sl_operator_t *o) {
+    const win_op_t *op = (const win_op_t *)o;
+    int64_t n = sl_timers_count(o->timers, SL_TIME_EVENT) + sl_timers_count(o->timers, SL_TIME_PROCESSING);
+    for (int i = 0; i < op->nbuckets; i++) {
+        const win_bucket_t *b = &op->buckets[i];
+        /* what Flink would hold per key: the trigger timer until it fires,
+         * and a separate cleanup timer unless it coincides or is "never" */
+        int per = (b->fired ? 0 : 1) +
+                  (b->cleanup_ts != INT64_MAX && (b->fired || b->cleanup_ts != b->fire_ts) ? 1 : 0);
+        n += b->nkeys * per;
+    }
+    return n;
 }
 
 int64_t sl_window_op_late_dropped(const sl_operator_t *o) {
