@@ -394,6 +394,76 @@ TEST(value_churn) {
     OPS(b)->destroy(b);
 }
 
+/* Namespaces and user keys longer than 16 bytes (another hash path), and a
+ * max parallelism that is not a power of two. */
+TEST(long_namespaces_odd_maxp) {
+    sl_keyed_backend_t *b = sl_heap_backend_new(100, (sl_kg_range_t){0, 100});
+    const sl_keyed_backend_ops_t *o = b->ops;
+    int v = reg(b, "v", SL_STATE_VALUE), m = reg(b, "m", SL_STATE_MAP);
+    uint8_t ns[40], uk[33];
+    for (int i = 0; i < 40; i++) ns[i] = (uint8_t)(i * 3);
+    for (int i = 0; i < 33; i++) uk[i] = (uint8_t)(200 - i);
+    for (uint64_t k = 0; k < 3000; k++) {
+        CHECK_EQ(sl_kb_set_key(b, &k, 8), (int)(sl_kg_key_hash(&k, 8) % 100));
+        ns[39] = (uint8_t)k;
+        CHECK_EQ(o->put(b, v, ns, 40, &k, 8), 0);
+        uk[32] = (uint8_t)(k >> 3);
+        CHECK_EQ(o->map_put(b, m, ns, 39, uk, 33, &k, 8), 0);
+    }
+    CHECK_EQ(o->count(b, v), 3000);
+    CHECK_EQ(o->count(b, m), 3000);
+    uint32_t len;
+    for (uint64_t k = 0; k < 3000; k++) {
+        sl_kb_set_key(b, &k, 8);
+        ns[39] = (uint8_t)k;
+        const uint64_t *p = o->get(b, v, ns, 40, &len);
+        CHECK(p && len == 8 && *p == k);
+        ns[39] ^= 1;
+        p = o->get(b, v, ns, 40, &len);
+        CHECK(p == NULL);
+        uk[32] = (uint8_t)(k >> 3);
+        p = o->map_get(b, m, ns, 39, uk, 33, &len);
+        CHECK(p && *p == k);
+        CHECK(o->map_get(b, m, ns, 39, uk, 32, &len) == NULL);
+    }
+    OPS(b)->destroy(b);
+}
+
+/* Enough entries in one table that some of them share a hash tag (32 bits:
+ * ~10 pairs expected for 300K entries), so that full key and namespace
+ * comparison is exercised; the namespaces differ only in their last bytes. */
+TEST(tag_collisions) {
+    sl_keyed_backend_t *b = sl_heap_backend_new(1, (sl_kg_range_t){0, 1});
+    const sl_keyed_backend_ops_t *o = b->ops;
+    int v = reg(b, "v", SL_STATE_VALUE);
+    enum { N = 300000 };
+    uint8_t ns[16];
+    memset(ns, 7, 8);
+    sl_kb_set_key(b, "k", 1);
+    for (uint64_t i = 0; i < N; i++) {
+        sl_st64(ns + 8, i);
+        CHECK_EQ(o->put(b, v, ns, 16, &i, 8), 0);
+    }
+    CHECK_EQ(o->count(b, v), N);
+    uint32_t len;
+    for (uint64_t i = 0; i < N; i++) {
+        sl_st64(ns + 8, i);
+        const uint64_t *p = o->get(b, v, ns, 16, &len);
+        CHECK(p && *p == i);
+    }
+    for (uint64_t i = 0; i < N; i += 2) {
+        sl_st64(ns + 8, i);
+        CHECK_EQ(o->remove(b, v, ns, 16), 1);
+    }
+    for (uint64_t i = 0; i < N; i++) {
+        sl_st64(ns + 8, i);
+        const uint64_t *p = o->get(b, v, ns, 16, &len);
+        if (i % 2) CHECK(p && *p == i);
+        else CHECK(p == NULL);
+    }
+    OPS(b)->destroy(b);
+}
+
 TEST(list_basics) {
     sl_keyed_backend_t *b = new_full();
     const sl_keyed_backend_ops_t *o = b->ops;
@@ -1090,6 +1160,8 @@ int main(void) {
     RUN(value_get_mut);
     RUN(value_many_keys);
     RUN(value_churn);
+    RUN(long_namespaces_odd_maxp);
+    RUN(tag_collisions);
     RUN(list_basics);
     RUN(list_long);
     RUN(map_basics);
