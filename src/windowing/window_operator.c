@@ -815,22 +815,34 @@ static int w_process_batch(sl_operator_t *o, int input, const sl_record_t *recs,
     uint64_t hash[64];
     const uint8_t *key[64];
     uint32_t klen[64];
+    uint8_t ns[64][SL_WINDOW_NS_LEN];
+    bool want[64];
     int64_t wm = o->wm;
     for (int i = 0; i < n; i++) {
         key[i] = sl_row_field_key(&recs[i].row, ks->field, &klen[i]);
         hash[i] = sl_kg_key_hash(key[i], klen[i]);
         int64_t t = recs[i].ts;
+        want[i] = false;
         if (SL_UNLIKELY(t == SL_NO_TIMESTAMP)) continue;
         sl_window_t w;
         w.start = sl_window_start(t, op->assigner->offset, op->assigner->size);
         if (SL_UNLIKELY(__builtin_add_overflow(w.start, op->assigner->size, &w.end))) w.end = INT64_MAX;
         if (cleanup_time(op, &w) <= wm) continue; /* late: no state touched */
-        uint8_t ns[SL_WINDOW_NS_LEN];
-        sl_window_to_ns(&w, ns);
-        kb->ops->prefetch(kb, op->sid_contents, sl_kg_of_hash(hash[i], o->max_parallelism), hash[i], ns,
-                          SL_WINDOW_NS_LEN);
+        sl_window_to_ns(&w, ns[i]);
+        want[i] = true;
     }
+    /* Software pipeline: keep PREFETCH_AHEAD loads in flight (more than the
+     * core's miss buffers only queues them up). */
+    enum { PREFETCH_AHEAD = 8 };
+    for (int i = 0; i < n && i < PREFETCH_AHEAD; i++)
+        if (want[i])
+            kb->ops->prefetch(kb, op->sid_contents, sl_kg_of_hash(hash[i], o->max_parallelism), hash[i], ns[i],
+                              SL_WINDOW_NS_LEN);
     for (int i = 0; i < n; i++) {
+        int j = i + PREFETCH_AHEAD;
+        if (j < n && want[j])
+            kb->ops->prefetch(kb, op->sid_contents, sl_kg_of_hash(hash[j], o->max_parallelism), hash[j], ns[j],
+                              SL_WINDOW_NS_LEN);
         int kg = sl_kb_set_key_hashed(kb, key[i], klen[i], hash[i]);
         if (SL_UNLIKELY(kg < 0)) return sl_op_fail(o, kg, "record's key is outside this subtask's key groups");
         int rc = w_process_current_key(o, &recs[i]);
