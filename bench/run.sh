@@ -124,16 +124,15 @@ BIN="$BUILD/bench_pipelines"
 RAW="$BUILD/bench-results-$(date +%Y%m%d-%H%M%S).txt"
 : >"$RAW"
 
-# Event counts are sized so that one run takes ~2-10 s with the engine as it
-# is (window: ~1 M events/s); raise them (e.g. 20M) once the window operator
-# reaches its floor.  Each can be overridden from the environment.
+# Event counts are sized so that one run takes ~1-5 s.  Each can be
+# overridden from the environment.
 if [ "$QUICK" = 1 ]; then
     TRUNS=1; LRUNS=1
     CHAIN_EVENTS=10M; MF_EVENTS=5M; WIN_EVENTS=1M; WIN10M_EVENTS=500K
     CHAIN_LAT="--duration 2"; WIN_LAT="--duration 4"
 else
     TRUNS=5; LRUNS=3
-    CHAIN_EVENTS=50M; MF_EVENTS=30M; WIN_EVENTS=6M; WIN10M_EVENTS=4M
+    CHAIN_EVENTS=50M; MF_EVENTS=30M; WIN_EVENTS=10M; WIN10M_EVENTS=4M
     CHAIN_LAT="--duration 5"; WIN_LAT="--duration 10"
 fi
 CHAIN_EVENTS="${BENCH_CHAIN_EVENTS:-$CHAIN_EVENTS}"
@@ -156,7 +155,11 @@ if [ "$HAVE_WINDOW" = 1 ]; then
     for keys in 100K 10M; do
         for p in 1 2; do
             ev="$WIN_EVENTS"; [ "$keys" = 10M ] && ev="$WIN10M_EVENTS"
-            THROUGHPUT+=("window keys=$keys p=$p|window --keys $keys -p $p --events $ev")
+            # S1's density: 200K events/s of event time over all splits
+            # (0.005 ms per event; each split gets every p-th event)
+            step=$(awk -v p="$p" 'BEGIN { printf "%g", 0.005 * p }')
+            THROUGHPUT+=("window keys=$keys p=$p S1 density|window --keys $keys -p $p --events $ev --ts-step-ms $step")
+            THROUGHPUT+=("window keys=$keys p=$p sparse (1 ev/ms/split)|window --keys $keys -p $p --events $ev")
             LATENCY+=("window keys=$keys p=$p @200K/s|window --latency --keys $keys -p $p --rate 200K $WIN_LAT")
         done
     done
