@@ -221,7 +221,8 @@ static int fast_poll(void *reader, sl_source_output_t *out, int max, char *err, 
 
 static void fast_destroy_reader(void *r) { free(r); }
 
-static const sl_source_ops_t fast_ops = {"bench-fast", fast_create, fast_poll, fast_destroy_reader, NULL};
+static const sl_source_ops_t fast_ops = {
+    .name = "bench-fast", .create_reader = fast_create, .poll = fast_poll, .destroy_reader = fast_destroy_reader};
 
 /* ---- the scheduled S1 source (window latency) ---------------------------
  *
@@ -302,7 +303,8 @@ static int lat_poll(void *reader, sl_source_output_t *out, int max, char *err, s
     return SL_SRC_MORE;
 }
 
-MAYBE_UNUSED static const sl_source_ops_t lat_ops = {"bench-s1-scheduled", lat_create, lat_poll, fast_destroy_reader, NULL};
+MAYBE_UNUSED static const sl_source_ops_t lat_ops = {
+    .name = "bench-s1-scheduled", .create_reader = lat_create, .poll = lat_poll, .destroy_reader = fast_destroy_reader};
 
 /* ---- sinks ------------------------------------------------------------- */
 

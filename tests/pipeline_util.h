@@ -74,8 +74,11 @@ static void counter_destroy_reader(void *reader) {
 
 static void counter_destroy(void *ctx) { free(ctx); }
 
-static const sl_source_ops_t counter_ops = {"counter", counter_create, counter_poll, counter_destroy_reader,
-                                            counter_destroy};
+static const sl_source_ops_t counter_ops = {.name = "counter",
+                                            .create_reader = counter_create,
+                                            .poll = counter_poll,
+                                            .destroy_reader = counter_destroy_reader,
+                                            .destroy = counter_destroy};
 
 static inline sl_source_t counter_source(int64_t n, int splits) {
     counter_src_t *s = calloc(1, sizeof *s);

@@ -308,7 +308,8 @@ static int bp_poll(void *reader, sl_source_output_t *out, int max, char *err, si
     return SL_SRC_MORE;
 }
 static void bp_noop(void *r) {}
-static const sl_source_ops_t bp_ops = {"bp", bp_create, bp_poll, bp_noop, bp_noop};
+static const sl_source_ops_t bp_ops = {
+    .name = "bp", .create_reader = bp_create, .poll = bp_poll, .destroy_reader = bp_noop, .destroy = bp_noop};
 
 static int slow_write(void *w, const sl_record_t *rec, char *err, size_t el) {
     int64_t got = atomic_fetch_add(&bp_received, 1) + 1;

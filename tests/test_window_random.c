@@ -379,8 +379,11 @@ static int script_poll(void *reader, sl_source_output_t *out, int max, char *err
 static void script_destroy_reader(void *reader) { free(reader); }
 static void script_destroy(void *ctx) { (void)ctx; /* the case is the test's */ }
 
-static const sl_source_ops_t script_ops = {"script", script_create, script_poll, script_destroy_reader,
-                                           script_destroy};
+static const sl_source_ops_t script_ops = {.name = "script",
+                                           .create_reader = script_create,
+                                           .poll = script_poll,
+                                           .destroy_reader = script_destroy_reader,
+                                           .destroy = script_destroy};
 
 static int64_t virtual_clock(void *ctx) { return atomic_load(&((rcase_t *)ctx)->clock); }
 

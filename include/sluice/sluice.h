@@ -65,6 +65,13 @@ SL_API void sl_env_set_buffers_per_channel(sl_env_t *env, int n);
  * default 200, like pipeline.auto-watermark-interval).  0 emits after
  * every record. */
 SL_API void sl_env_set_auto_watermark_interval(sl_env_t *env, int64_t ms);
+/* Checkpoints: barriers injected at the sources every interval_ms, aligned
+ * (exactly-once) or not (at-least-once) at tasks with several inputs.
+ * (State persistence and restore arrive with checkpoint storage.) */
+typedef enum { SL_CHECKPOINT_EXACTLY_ONCE = 0, SL_CHECKPOINT_AT_LEAST_ONCE = 1 } sl_checkpoint_mode_t;
+SL_API void sl_env_enable_checkpointing(sl_env_t *env, int64_t interval_ms, sl_checkpoint_mode_t mode);
+/* Checkpoints completed in the last run. */
+SL_API int64_t sl_env_checkpoints_completed(const sl_env_t *env);
 /* Disables operator chaining (every operator in its own task). */
 SL_API void sl_env_disable_chaining(sl_env_t *env);
 /* Runs the job and blocks until it ends: 0 when every source finished and
@@ -129,6 +136,10 @@ typedef struct sl_source_ops {
     int (*poll)(void *reader, sl_source_output_t *out, int max, char *err, size_t errlen);
     void (*destroy_reader)(void *reader);
     void (*destroy)(void *ctx);
+    /* Optional: checkpoint `id` — the reader writes its position (split
+     * offsets) through put.  Called on the task's thread between polls, at
+     * the point where barrier `id` enters the stream. */
+    int (*snapshot)(void *reader, int64_t id, void (*put)(void *put_ctx, const void *p, size_t n), void *put_ctx);
 } sl_source_ops_t;
 
 typedef struct sl_source {

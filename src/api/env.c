@@ -25,6 +25,7 @@ sl_env_t *sl_env_new(void) {
     env->wm_interval_ms = 200;
     env->chaining = true;
     env->clock = default_clock;
+    sl_ckpt_config_defaults(&env->ckpt);
     env->tags.n = 1;
     env->tags.tags = sl_calloc(1, sizeof(sl_tag_t));
     pthread_mutex_init(&env->run_mu, NULL);
@@ -116,6 +117,23 @@ void sl_env_set_auto_watermark_interval(sl_env_t *env, int64_t ms) {
 }
 
 void sl_env_disable_chaining(sl_env_t *env) { env->chaining = false; }
+
+void sl_env_enable_checkpointing(sl_env_t *env, int64_t interval_ms, sl_checkpoint_mode_t mode) {
+    if (interval_ms < 10) {
+        sl_env_errorf(env, "execution.checkpointing.interval: %lld ms is below the minimum of 10 ms",
+                      (long long)interval_ms);
+        return;
+    }
+    if (mode != SL_CHECKPOINT_EXACTLY_ONCE && mode != SL_CHECKPOINT_AT_LEAST_ONCE) {
+        sl_env_errorf(env, "execution.checkpointing.mode: unknown mode %d (EXACTLY_ONCE or AT_LEAST_ONCE)", (int)mode);
+        return;
+    }
+    env->ckpt_enabled = true;
+    env->ckpt.interval_ms = interval_ms;
+    env->ckpt.mode = mode == SL_CHECKPOINT_AT_LEAST_ONCE ? SL_CKPT_AT_LEAST_ONCE : SL_CKPT_EXACTLY_ONCE;
+}
+
+int64_t sl_env_checkpoints_completed(const sl_env_t *env) { return env->ckpts_completed; }
 
 void sl_env_set_clock(sl_env_t *env, sl_clock_fn fn, void *ctx) {
     env->clock = fn ? fn : default_clock;

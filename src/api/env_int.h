@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "checkpoint/coordinator.h"
 #include "graph/stream_graph.h"
 
 typedef struct sl_owned {
@@ -24,6 +25,9 @@ struct sl_env {
     bool chaining;
     sl_clock_fn clock;
     void *clock_ctx;
+    bool ckpt_enabled;
+    sl_ckpt_config_t ckpt;
+    int64_t ckpts_completed;
 
     sl_node_t **nodes;
     int nnodes;

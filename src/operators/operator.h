@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/common.h"
 #include "sluice/sluice.h"
 #include "state/key_group.h"
 #include "state/state_backend.h"
@@ -99,6 +100,14 @@ typedef struct sl_operator_vt {
     int (*end_input)(sl_operator_t *op, int input);
     void (*close)(sl_operator_t *op);
     void (*destroy)(sl_operator_t *op);
+    /* Checkpoint `id` (barriers aligned, or the source's trigger): the
+     * synchronous snapshot of the operator's own (non-keyed) state into
+     * out.  NULL: no operator state. */
+    int (*snapshot_state)(sl_operator_t *op, int64_t id, sl_buf_t *out);
+    /* Checkpoint `id` is complete (every task acknowledged it). */
+    int (*notify_checkpoint_complete)(sl_operator_t *op, int64_t id);
+    /* Checkpoint `id` was aborted. */
+    int (*notify_checkpoint_aborted)(sl_operator_t *op, int64_t id);
 } sl_operator_vt_t;
 
 struct sl_operator {

@@ -279,6 +279,18 @@ int sl_source_op_poll(sl_operator_t *o, int max) {
 int64_t sl_source_op_next_tick(sl_operator_t *o) { return ((source_op_t *)o)->next_tick; }
 int64_t sl_source_op_skipped(sl_operator_t *o) { return o->records_skipped; }
 
+static void buf_put(void *ctx, const void *p, size_t n) { sl_buf_append(ctx, p, n); }
+
+/* Checkpoint: the reader's position becomes the source's operator state. */
+static int src_snapshot(sl_operator_t *o, int64_t id, sl_buf_t *out) {
+    source_op_t *op = (source_op_t *)o;
+    const sl_source_ops_t *ops = op->spec->node->source.ops;
+    if (!ops->snapshot || !op->reader) return 0;
+    int rc = ops->snapshot(op->reader, id, buf_put, out);
+    if (rc < 0) return sl_op_fail(o, rc, "source snapshot for checkpoint %lld failed", (long long)id);
+    return 0;
+}
+
 static void src_close(sl_operator_t *o) {
     source_op_t *op = (source_op_t *)o;
     if (op->reader) op->spec->node->source.ops->destroy_reader(op->reader);
@@ -295,7 +307,7 @@ static void src_destroy(sl_operator_t *o) {
 }
 
 static const sl_operator_vt_t source_vt = {
-    .kind = "Source", .open = src_open, .close = src_close, .destroy = src_destroy};
+    .kind = "Source", .open = src_open, .close = src_close, .destroy = src_destroy, .snapshot_state = src_snapshot};
 
 sl_operator_t *sl_source_op_create(const void *spec, const sl_op_init_t *init) {
     source_op_t *op = sl_calloc(1, sizeof *op);

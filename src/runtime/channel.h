@@ -15,6 +15,7 @@
  *   'W' i64 watermark                  a watermark
  *   'S' u8 idle                        stream status (1 idle, 0 active)
  *   'E'                                end of partition (producer finished)
+ *   'B' u64 checkpoint id, i64 ts      checkpoint barrier
  */
 #ifndef SL_CHANNEL_H
 #define SL_CHANNEL_H
@@ -24,7 +25,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum { SL_EL_RECORD = 'R', SL_EL_WATERMARK = 'W', SL_EL_STATUS = 'S', SL_EL_END = 'E' };
+enum { SL_EL_RECORD = 'R', SL_EL_WATERMARK = 'W', SL_EL_STATUS = 'S', SL_EL_END = 'E', SL_EL_BARRIER = 'B' };
+#define SL_BARRIER_LEN 17
 #define SL_REC_HEADER 13 /* tag + ts + len */
 
 typedef struct sl_nbuf {

@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "api/env_int.h"
+#include "checkpoint/coordinator.h"
 #include "common/common.h"
 #include "graph/job_graph.h"
 #include "runtime/task_int.h"
@@ -35,6 +36,10 @@ struct sl_executor {
     int running;
     bool failed, canceled;
     sl_task_t *first_failure;
+    char fail_msg[1024];   /* a failure that is not a task's (too many failed checkpoints) */
+    sl_task_t **all;       /* every task, by index */
+    int nall;
+    sl_coordinator_t *coord;
 };
 
 static sl_channel_t *new_channel(sl_executor_t *ex, sl_task_t *consumer) {
@@ -60,6 +65,41 @@ static void add_writer(sl_task_t *t, sl_chain_out_t *co, int tag, sl_record_writ
     r->w[r->nw++] = w;
     t->writers = sl_realloc(t->writers, (size_t)(t->nwriters + 1) * sizeof *t->writers);
     t->writers[t->nwriters++] = w;
+}
+
+static void cancel_all_locked(sl_executor_t *ex);
+
+/* ---- coordinator hooks (coordinator's or a task's thread) ---- */
+
+static void hook_trigger(void *ctx, int64_t id, int64_t ts) {
+    sl_executor_t *ex = ctx;
+    for (int i = 0; i < ex->nall; i++)
+        if (ex->all[i]->is_source) sl_task_post_trigger(ex->all[i], id, ts);
+}
+
+static void hook_complete(void *ctx, int64_t id) {
+    sl_executor_t *ex = ctx;
+    for (int i = 0; i < ex->nall; i++) sl_task_post_complete(ex->all[i], id);
+}
+
+static void hook_aborted(void *ctx, int64_t id, const char *why) {
+    sl_executor_t *ex = ctx;
+    for (int i = 0; i < ex->nall; i++) sl_task_post_aborted(ex->all[i], id);
+}
+
+static void hook_fail(void *ctx, const char *why) {
+    sl_executor_t *ex = ctx;
+    pthread_mutex_lock(&ex->mu);
+    if (!ex->failed && !ex->canceled) {
+        ex->failed = true;
+        snprintf(ex->fail_msg, sizeof ex->fail_msg, "%s", why);
+        cancel_all_locked(ex);
+    }
+    pthread_mutex_unlock(&ex->mu);
+}
+
+void sl_executor_task_ack(sl_executor_t *ex, sl_task_t *t, int64_t id) {
+    if (ex->coord) sl_coordinator_ack(ex->coord, id, t->index);
 }
 
 int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, char *err, size_t errlen) {
@@ -166,8 +206,21 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
     for (int v = 0; v < jg->nv; v++)
         for (int s = 0; s < jg->v[v].parallelism; s++) {
             sl_task_t *t = &ex->tasks[v][s];
-            for (int g = 0; g < t->ngates; g++) sl_gate_finalize(&t->gates[g]);
+            int nch = 0;
+            for (int g = 0; g < t->ngates; g++) {
+                sl_gate_finalize(&t->gates[g]);
+                t->gates[g].first = nch;
+                nch += t->gates[g].nch;
+            }
+            sl_bh_init(&t->bh, nch, env->ckpt.mode);
+            t->index = ex->nall;
+            ex->all = sl_realloc(ex->all, (size_t)(ex->nall + 1) * sizeof *ex->all);
+            ex->all[ex->nall++] = t;
         }
+    if (env->ckpt_enabled) {
+        sl_coordinator_hooks_t hooks = {ex, hook_trigger, hook_complete, hook_aborted, hook_fail};
+        ex->coord = sl_coordinator_new(&env->ckpt, ex->nall, hooks);
+    }
     *out = ex;
     return 0;
 }
@@ -191,6 +244,7 @@ void sl_executor_task_failed(sl_executor_t *ex, sl_task_t *t) {
 }
 
 void sl_executor_task_done(sl_executor_t *ex, sl_task_t *t) {
+    if (ex->coord) sl_coordinator_task_finished(ex->coord, t->index);
     pthread_mutex_lock(&ex->mu);
     ex->running--;
     pthread_cond_broadcast(&ex->cv);
@@ -221,9 +275,14 @@ int sl_executor_run(sl_executor_t *ex, char *err, size_t errlen) {
             ex->running++;
         }
     pthread_mutex_unlock(&ex->mu);
+    if (ex->coord) sl_coordinator_start(ex->coord);
     for (int v = 0; v < ex->ntasks; v++)
         for (int s = 0; s < ex->jg.v[v].parallelism; s++)
             if (ex->tasks[v][s].started) pthread_join(ex->tasks[v][s].thread, NULL);
+    if (ex->coord) {
+        sl_coordinator_stop(ex->coord);
+        ex->env->ckpts_completed = sl_coordinator_completed(ex->coord, NULL);
+    }
     /* per-node metrics (of this run) */
     for (int i = 0; i < ex->env->nnodes; i++)
         ex->env->nodes[i]->records_in = ex->env->nodes[i]->records_out = ex->env->nodes[i]->records_skipped = 0;
@@ -241,7 +300,10 @@ int sl_executor_run(sl_executor_t *ex, char *err, size_t errlen) {
         snprintf(err, errlen, "%s", ex->first_failure->err);
         return ex->first_failure->rc;
     }
-    if (ex->failed) return SL_EIO;
+    if (ex->failed) {
+        snprintf(err, errlen, "%s", ex->fail_msg[0] ? ex->fail_msg : "job failed");
+        return SL_EIO;
+    }
     if (ex->canceled) {
         snprintf(err, errlen, "job '%s' was canceled", ex->job_name);
         return SL_ECANCELED;
@@ -265,6 +327,8 @@ void sl_executor_destroy(sl_executor_t *ex) {
             for (int w = 0; w < t->nwriters; w++) sl_record_writer_destroy(t->writers[w]);
             sl_free(t->writers);
             for (int g = 0; g < t->ngates; g++) sl_gate_free(&t->gates[g]);
+            sl_bh_free(&t->bh);
+            sl_buf_free(&t->snap);
             sl_free(t->ops);
             sl_free(t->outs);
             sl_free(t->wake);
@@ -274,6 +338,8 @@ void sl_executor_destroy(sl_executor_t *ex) {
         sl_free(ex->tasks[v]);
     }
     sl_free(ex->tasks);
+    sl_free(ex->all);
+    sl_coordinator_destroy(ex->coord);
     for (int i = 0; i < ex->nchannels; i++) sl_channel_destroy(ex->channels[i]);
     sl_free(ex->channels);
     sl_job_graph_free(&ex->jg);

@@ -14,6 +14,7 @@ void sl_mailbox_destroy(sl_mailbox_t *m) {
     sl_mail_t *p = m->head;
     while (p) {
         sl_mail_t *n = p->next;
+        if (p->owns_arg) sl_free(p->arg);
         sl_free(p);
         p = n;
     }
@@ -21,10 +22,11 @@ void sl_mailbox_destroy(sl_mailbox_t *m) {
     pthread_mutex_destroy(&m->mu);
 }
 
-void sl_mailbox_post(sl_mailbox_t *m, sl_mail_fn fn, void *arg) {
+static void post(sl_mailbox_t *m, sl_mail_fn fn, void *arg, bool owns) {
     sl_mail_t *mail = sl_malloc(sizeof *mail);
     mail->fn = fn;
     mail->arg = arg;
+    mail->owns_arg = owns;
     mail->next = NULL;
     pthread_mutex_lock(&m->mu);
     if (m->tail)
@@ -36,6 +38,9 @@ void sl_mailbox_post(sl_mailbox_t *m, sl_mail_fn fn, void *arg) {
     pthread_mutex_unlock(&m->mu);
     if (m->waker) sl_waker_signal(m->waker);
 }
+
+void sl_mailbox_post(sl_mailbox_t *m, sl_mail_fn fn, void *arg) { post(m, fn, arg, false); }
+void sl_mailbox_post_owned(sl_mailbox_t *m, sl_mail_fn fn, void *arg) { post(m, fn, arg, true); }
 
 int sl_mailbox_drain(sl_mailbox_t *m, void *owner) {
     if (atomic_load_explicit(&m->n, memory_order_acquire) == 0) return 0;

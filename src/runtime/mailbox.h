@@ -10,6 +10,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 
 #include "runtime/channel.h"
 
@@ -18,6 +19,7 @@ typedef void (*sl_mail_fn)(void *owner, void *arg);
 typedef struct sl_mail {
     sl_mail_fn fn;
     void *arg;
+    bool owns_arg; /* arg is sl_malloc'ed: freed if the mail never runs */
     struct sl_mail *next;
 } sl_mail_t;
 
@@ -33,6 +35,9 @@ void sl_mailbox_init(sl_mailbox_t *m, sl_waker_t *waker);
 void sl_mailbox_destroy(sl_mailbox_t *m);
 /* Any thread. */
 void sl_mailbox_post(sl_mailbox_t *m, sl_mail_fn fn, void *arg);
+/* Same; arg (from sl_malloc) belongs to the mail: fn frees it when it
+ * runs, sl_mailbox_destroy when it never did. */
+void sl_mailbox_post_owned(sl_mailbox_t *m, sl_mail_fn fn, void *arg);
 /* The owner's thread: runs every mail posted so far, in order; returns how
  * many ran.  Cheap when empty (one atomic load). */
 int sl_mailbox_drain(sl_mailbox_t *m, void *owner);

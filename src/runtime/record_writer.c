@@ -127,3 +127,12 @@ void sl_record_writer_end(sl_record_writer_t *w) {
     put_all(w, &el, 1);
     sl_record_writer_flush(w);
 }
+
+void sl_record_writer_barrier(sl_record_writer_t *w, int64_t id, int64_t ts) {
+    uint8_t el[SL_BARRIER_LEN];
+    el[0] = SL_EL_BARRIER;
+    sl_st64(el + 1, (uint64_t)id);
+    sl_st64(el + 9, (uint64_t)ts);
+    put_all(w, el, SL_BARRIER_LEN);
+    sl_record_writer_flush(w);
+}

@@ -33,6 +33,10 @@ void sl_record_writer_destroy(sl_record_writer_t *w);
 int sl_record_writer_emit(sl_record_writer_t *w, const sl_record_t *rec);
 void sl_record_writer_watermark(sl_record_writer_t *w, int64_t wm);
 void sl_record_writer_status(sl_record_writer_t *w, bool idle);
+/* Broadcasts checkpoint barrier `id` and flushes every channel (a barrier
+ * must never wait in a partly filled buffer while the producer blocks on
+ * another channel). */
+void sl_record_writer_barrier(sl_record_writer_t *w, int64_t id, int64_t ts);
 /* Sends the end-of-partition marker on every channel (and flushes). */
 void sl_record_writer_end(sl_record_writer_t *w);
 void sl_record_writer_flush(sl_record_writer_t *w);

@@ -49,6 +49,67 @@ void sl_task_cancel(sl_task_t *t) {
     sl_mailbox_post(&t->mailbox, cancel_mail, NULL);
 }
 
+/* ---- checkpoints ---- */
+
+/* Barrier `id` passed this task: forward it, snapshot, acknowledge. */
+static void perform_checkpoint(sl_task_t *t, int64_t id, int64_t ts) {
+    for (int i = 0; i < t->nwriters; i++) sl_record_writer_barrier(t->writers[i], id, ts);
+    for (int i = 0; i < t->nops && !t->failed; i++) {
+        sl_operator_t *op = t->ops[i];
+        if (!op->vt->snapshot_state) continue;
+        t->snap.len = 0;
+        int rc = op->vt->snapshot_state(op, id, &t->snap);
+        if (rc < 0 && !t->failed) sl_task_fail(t, rc, "snapshot failed");
+    }
+    if (t->failed) return;
+    t->checkpoints++;
+    sl_executor_task_ack(t->ex, t, id);
+}
+
+typedef struct ckpt_mail {
+    int64_t id, ts;
+} ckpt_mail_t;
+
+static void trigger_mail(void *owner, void *arg) {
+    sl_task_t *t = owner;
+    ckpt_mail_t *m = arg;
+    if (!t->failed && !t->finished) perform_checkpoint(t, m->id, m->ts);
+    sl_free(m);
+}
+
+static void complete_mail(void *owner, void *arg) {
+    sl_task_t *t = owner;
+    ckpt_mail_t *m = arg;
+    for (int i = 0; i < t->nops && !t->failed; i++) {
+        sl_operator_t *op = t->ops[i];
+        if (!op->vt->notify_checkpoint_complete) continue;
+        int rc = op->vt->notify_checkpoint_complete(op, m->id);
+        if (rc < 0 && !t->failed) sl_task_fail(t, rc, "notify checkpoint complete failed");
+    }
+    sl_free(m);
+}
+
+static void aborted_mail(void *owner, void *arg) {
+    sl_task_t *t = owner;
+    ckpt_mail_t *m = arg;
+    for (int i = 0; i < t->nops && !t->failed; i++) {
+        sl_operator_t *op = t->ops[i];
+        if (op->vt->notify_checkpoint_aborted) op->vt->notify_checkpoint_aborted(op, m->id);
+    }
+    sl_free(m);
+}
+
+static void post(sl_task_t *t, sl_mail_fn fn, int64_t id, int64_t ts) {
+    ckpt_mail_t *m = sl_malloc(sizeof *m);
+    m->id = id;
+    m->ts = ts;
+    sl_mailbox_post_owned(&t->mailbox, fn, m);
+}
+
+void sl_task_post_trigger(sl_task_t *t, int64_t id, int64_t ts) { post(t, trigger_mail, id, ts); }
+void sl_task_post_complete(sl_task_t *t, int64_t id) { post(t, complete_mail, id, 0); }
+void sl_task_post_aborted(sl_task_t *t, int64_t id) { post(t, aborted_mail, id, 0); }
+
 /* ---- chain output ---- */
 
 static void out_record(sl_op_output_t *o, int tag, const sl_record_t *rec) {
@@ -125,10 +186,16 @@ void sl_gate_add_channel(sl_input_gate_t *g, sl_channel_t *ch) {
 
 void sl_gate_finalize(sl_input_gate_t *g) {
     g->ended = sl_calloc((size_t)(g->nch ? g->nch : 1), sizeof(bool));
+    g->held = sl_calloc((size_t)(g->nch ? g->nch : 1), sizeof *g->held);
+    g->held_off = sl_calloc((size_t)(g->nch ? g->nch : 1), sizeof *g->held_off);
     sl_valve_init(&g->valve, g->nch, gate_on_wm, gate_on_status, g);
 }
 
 void sl_gate_free(sl_input_gate_t *g) {
+    for (int c = 0; g->held && c < g->nch; c++)
+        if (g->held[c]) sl_channel_recycle(g->ch[c], g->held[c]);
+    sl_free(g->held);
+    sl_free(g->held_off);
     sl_free(g->ch);
     sl_free(g->ended);
     sl_valve_free(&g->valve);
@@ -151,10 +218,14 @@ static void run_batch(sl_task_t *t, sl_input_gate_t *g, const sl_record_t *recs,
     }
 }
 
-/* Runs one buffer's elements through the head operator: runs of records in
- * batches, then each watermark, status or end in order. */
-static int consume(sl_task_t *t, sl_input_gate_t *g, int c, const sl_nbuf_t *b) {
-    const uint8_t *p = b->data, *end = b->data + b->len;
+enum { CONSUMED = 0, HELD = 1 };
+
+/* Runs a buffer's elements, from *off, through the head operator: runs of
+ * records in batches, then each watermark, status, end or barrier in
+ * order.  Returns HELD with *off after a barrier that blocked the channel
+ * (aligned checkpoint), else CONSUMED. */
+static int consume(sl_task_t *t, sl_input_gate_t *g, int c, const sl_nbuf_t *b, uint32_t *off) {
+    const uint8_t *p = b->data + *off, *end = b->data + b->len;
     sl_record_t recs[BATCH];
     int n = 0;
     while (p < end && !t->failed) {
@@ -195,16 +266,34 @@ static int consume(sl_task_t *t, sl_input_gate_t *g, int c, const sl_nbuf_t *b) 
                 g->nended++;
             }
             p += 1;
+            if (sl_bh_end(&t->bh, g->first + c) == SL_BH_TRIGGER) {
+                perform_checkpoint(t, t->bh.current, sl_wall_ms());
+                sl_bh_release(&t->bh);
+            }
             break;
+        case SL_EL_BARRIER: {
+            if (end - p < SL_BARRIER_LEN) goto corrupt;
+            int64_t id = (int64_t)sl_ld64(p + 1), ts = (int64_t)sl_ld64(p + 9), aborted;
+            p += SL_BARRIER_LEN;
+            sl_bh_action_t a = sl_bh_barrier(&t->bh, g->first + c, id, &aborted);
+            if (a == SL_BH_TRIGGER) {
+                perform_checkpoint(t, id, ts);
+                sl_bh_release(&t->bh);
+            } else if (sl_bh_blocked(&t->bh, g->first + c)) {
+                *off = (uint32_t)(p - b->data);
+                return p < end ? HELD : CONSUMED;
+            }
+            break;
+        }
         default:
             goto corrupt;
         }
     }
     if (n && !t->failed) run_batch(t, g, recs, n);
-    return 0;
+    return CONSUMED;
 corrupt:
     sl_task_fail(t, SL_EFORMAT, "corrupt network buffer (bad element)");
-    return SL_EFORMAT;
+    return CONSUMED;
 }
 
 static void flush_all(sl_task_t *t) {
@@ -273,11 +362,22 @@ static void run_loop(sl_task_t *t) {
             for (int gi = 0; gi < t->ngates; gi++) {
                 sl_input_gate_t *g = &t->gates[gi];
                 for (int c = 0; c < g->nch; c++) {
-                    sl_nbuf_t *b = sl_channel_poll(g->ch[c]);
-                    if (!b) continue;
+                    if (sl_bh_blocked(&t->bh, g->first + c)) continue; /* aligning: its data waits */
+                    sl_nbuf_t *b = g->held[c];
+                    uint32_t off = 0;
+                    if (b) {
+                        off = g->held_off[c];
+                        g->held[c] = NULL;
+                    } else if (!(b = sl_channel_poll(g->ch[c]))) {
+                        continue;
+                    }
                     did = true;
-                    consume(t, g, c, b);
-                    sl_channel_recycle(g->ch[c], b);
+                    if (consume(t, g, c, b, &off) == HELD) {
+                        g->held[c] = b;
+                        g->held_off[c] = off;
+                    } else {
+                        sl_channel_recycle(g->ch[c], b);
+                    }
                 }
                 if (!gate_done[gi] && g->nended == g->nch && !t->failed) {
                     gate_done[gi] = true;

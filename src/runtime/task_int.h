@@ -5,6 +5,7 @@
 #ifndef SL_TASK_INT_H
 #define SL_TASK_INT_H
 
+#include "runtime/barrier_handler.h"
 #include "runtime/channel.h"
 #include "runtime/mailbox.h"
 #include "runtime/record_writer.h"
@@ -43,6 +44,9 @@ typedef struct sl_input_gate {
     int nended;
     const sl_schema_t *schema;
     sl_valve_t valve;
+    int first;                   /* global index of ch[0] in the task's barrier handler */
+    sl_nbuf_t **held;            /* a buffer whose rest waits behind a barrier (aligned) */
+    uint32_t *held_off;
 } sl_input_gate_t;
 
 struct sl_task {
@@ -70,12 +74,24 @@ struct sl_task {
     char err[1024];
     bool failed;
     bool finished;
+    /* checkpoints */
+    int index;                   /* among all tasks of the job (coordinator's numbering) */
+    sl_barrier_handler_t bh;     /* over every input channel of every gate */
+    sl_buf_t snap;               /* scratch for operator state */
+    int64_t checkpoints;         /* snapshots taken */
     /* metrics */
     int64_t busy_ns, idle_ns;
 };
 
 void *sl_task_main(void *arg);
 void sl_task_cancel(sl_task_t *t);
+/* Any thread: asks a source task to inject barrier `id` / tells a task that
+ * checkpoint `id` completed or was aborted (mail). */
+void sl_task_post_trigger(sl_task_t *t, int64_t id, int64_t ts);
+void sl_task_post_complete(sl_task_t *t, int64_t id);
+void sl_task_post_aborted(sl_task_t *t, int64_t id);
+/* Implemented in executor.c: the task took its snapshot of checkpoint id. */
+void sl_executor_task_ack(sl_executor_t *ex, sl_task_t *t, int64_t id);
 /* Implemented in executor.c: a task reports its failure. */
 void sl_executor_task_failed(sl_executor_t *ex, sl_task_t *t);
 void sl_executor_task_done(sl_executor_t *ex, sl_task_t *t);

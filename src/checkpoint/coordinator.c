@@ -1,0 +1,285 @@
+/* coordinator.c — see coordinator.h. */
+#include "checkpoint/coordinator.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "common/common.h"
+
+#define MAX_PENDING 64
+#define STATS_KEPT 64
+
+typedef struct pending {
+    int64_t id;
+    int64_t trigger_ms;
+    int64_t deadline_ns;
+    bool *acked;
+    int nacked;
+} pending_t;
+
+struct sl_coordinator {
+    sl_ckpt_config_t cfg;
+    sl_coordinator_hooks_t hooks;
+    int ntasks;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    bool running, stop;
+    int64_t next_id;
+    pending_t pending[MAX_PENDING];
+    int npending;
+    bool *finished;
+    int64_t completed, latest;
+    int64_t last_end_ns;
+    int failed_in_row;
+    sl_ckpt_stats_t stats[STATS_KEPT];
+    int64_t nstats;
+};
+
+void sl_ckpt_config_defaults(sl_ckpt_config_t *c) {
+    memset(c, 0, sizeof *c);
+    c->mode = SL_CKPT_EXACTLY_ONCE;
+    c->timeout_ms = 10 * 60 * 1000;
+    c->max_concurrent = 1;
+}
+
+sl_coordinator_t *sl_coordinator_new(const sl_ckpt_config_t *cfg, int ntasks, sl_coordinator_hooks_t hooks) {
+    sl_coordinator_t *c = sl_calloc(1, sizeof *c);
+    c->cfg = *cfg;
+    if (c->cfg.max_concurrent < 1) c->cfg.max_concurrent = 1;
+    if (c->cfg.max_concurrent > MAX_PENDING) c->cfg.max_concurrent = MAX_PENDING;
+    c->hooks = hooks;
+    c->ntasks = ntasks;
+    c->finished = sl_calloc((size_t)(ntasks ? ntasks : 1), sizeof(bool));
+    c->next_id = 1;
+    c->latest = -1;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->cv, &a);
+    pthread_condattr_destroy(&a);
+    return c;
+}
+
+static sl_ckpt_stats_t *stats_for(sl_coordinator_t *c, int64_t id) {
+    for (int64_t i = c->nstats - 1; i >= 0 && i >= c->nstats - STATS_KEPT; i--)
+        if (c->stats[i % STATS_KEPT].id == id) return &c->stats[i % STATS_KEPT];
+    return NULL;
+}
+
+static void remove_pending(sl_coordinator_t *c, int i) {
+    sl_free(c->pending[i].acked);
+    c->pending[i] = c->pending[--c->npending];
+}
+
+/* Under the lock: starts checkpoint id; returns it or -1. */
+static int64_t start_locked(sl_coordinator_t *c, int64_t *ts_out) {
+    if (c->npending >= c->cfg.max_concurrent) return -1;
+    pending_t *p = &c->pending[c->npending++];
+    p->id = c->next_id++;
+    p->trigger_ms = sl_wall_ms();
+    p->deadline_ns = sl_mono_ns() + c->cfg.timeout_ms * 1000000LL;
+    p->acked = sl_calloc((size_t)(c->ntasks ? c->ntasks : 1), sizeof(bool));
+    p->nacked = 0;
+    for (int t = 0; t < c->ntasks; t++)
+        if (c->finished[t]) {
+            p->acked[t] = true;
+            p->nacked++;
+        }
+    sl_ckpt_stats_t *s = &c->stats[c->nstats++ % STATS_KEPT];
+    memset(s, 0, sizeof *s);
+    s->id = p->id;
+    s->trigger_ms = p->trigger_ms;
+    *ts_out = p->trigger_ms;
+    return p->id;
+}
+
+/* Completes p if every task acknowledged; returns true when it did (lock
+ * held on entry and exit; the hook runs unlocked). */
+static bool maybe_complete(sl_coordinator_t *c, int i) {
+    pending_t *p = &c->pending[i];
+    if (p->nacked < c->ntasks) return false;
+    int64_t id = p->id;
+    sl_ckpt_stats_t *s = stats_for(c, id);
+    if (s) {
+        s->completed = true;
+        s->duration_ms = sl_wall_ms() - p->trigger_ms;
+        s->acks = p->nacked;
+    }
+    /* A later checkpoint subsumes earlier pending ones. */
+    for (int k = c->npending - 1; k >= 0; k--)
+        if (c->pending[k].id <= id) remove_pending(c, k);
+    c->completed++;
+    c->latest = id;
+    c->failed_in_row = 0;
+    c->last_end_ns = sl_mono_ns();
+    pthread_mutex_unlock(&c->mu);
+    if (c->hooks.complete) c->hooks.complete(c->hooks.ctx, id);
+    pthread_mutex_lock(&c->mu);
+    pthread_cond_broadcast(&c->cv);
+    return true;
+}
+
+/* Completes the newest fully acknowledged checkpoint, if any. */
+static void complete_ready(sl_coordinator_t *c) {
+    int best = -1;
+    for (int i = 0; i < c->npending; i++)
+        if (c->pending[i].nacked >= c->ntasks && (best < 0 || c->pending[i].id > c->pending[best].id)) best = i;
+    if (best >= 0) maybe_complete(c, best);
+}
+
+static void abort_locked(sl_coordinator_t *c, int i, const char *why) {
+    int64_t id = c->pending[i].id;
+    sl_ckpt_stats_t *s = stats_for(c, id);
+    if (s) s->aborted = true;
+    remove_pending(c, i);
+    c->failed_in_row++;
+    c->last_end_ns = sl_mono_ns();
+    bool fail = c->failed_in_row > c->cfg.tolerable_failed;
+    char msg[512];
+    snprintf(msg, sizeof msg, "checkpoint %lld %s", (long long)id, why);
+    pthread_mutex_unlock(&c->mu);
+    if (c->hooks.aborted) c->hooks.aborted(c->hooks.ctx, id, msg);
+    if (fail && c->hooks.fail_job) {
+        char jm[700];
+        snprintf(jm, sizeof jm, "%s; exceeded the tolerable failed checkpoints (%d)", msg, c->cfg.tolerable_failed);
+        c->hooks.fail_job(c->hooks.ctx, jm);
+    }
+    pthread_mutex_lock(&c->mu);
+}
+
+int64_t sl_coordinator_trigger(sl_coordinator_t *c) {
+    pthread_mutex_lock(&c->mu);
+    int64_t ts = 0;
+    int64_t id = start_locked(c, &ts);
+    pthread_mutex_unlock(&c->mu);
+    if (id >= 0 && c->hooks.trigger) c->hooks.trigger(c->hooks.ctx, id, ts);
+    /* with every task finished it completes at once */
+    pthread_mutex_lock(&c->mu);
+    complete_ready(c);
+    pthread_mutex_unlock(&c->mu);
+    return id;
+}
+
+void sl_coordinator_ack(sl_coordinator_t *c, int64_t id, int task) {
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < c->npending; i++) {
+        pending_t *p = &c->pending[i];
+        if (p->id != id) continue;
+        if (task >= 0 && task < c->ntasks && !p->acked[task]) {
+            p->acked[task] = true;
+            p->nacked++;
+            complete_ready(c);
+        }
+        break;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+void sl_coordinator_decline(sl_coordinator_t *c, int64_t id, int task, const char *why) {
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < c->npending; i++)
+        if (c->pending[i].id == id) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "declined by task %d: %s", task, why);
+            abort_locked(c, i, msg);
+            break;
+        }
+    pthread_mutex_unlock(&c->mu);
+}
+
+void sl_coordinator_task_finished(sl_coordinator_t *c, int task) {
+    pthread_mutex_lock(&c->mu);
+    if (task >= 0 && task < c->ntasks && !c->finished[task]) {
+        c->finished[task] = true;
+        for (int i = 0; i < c->npending; i++) {
+            pending_t *p = &c->pending[i];
+            if (!p->acked[task]) {
+                p->acked[task] = true;
+                p->nacked++;
+            }
+        }
+        complete_ready(c);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void *timer_main(void *arg) {
+    sl_coordinator_t *c = arg;
+    pthread_mutex_lock(&c->mu);
+    int64_t next = sl_mono_ns() + c->cfg.interval_ms * 1000000LL;
+    while (!c->stop) {
+        int64_t now = sl_mono_ns();
+        for (int i = c->npending - 1; i >= 0; i--)
+            if (now >= c->pending[i].deadline_ns) abort_locked(c, i, "expired before completing");
+        if (c->stop) break;
+        if (now >= next && c->npending < c->cfg.max_concurrent &&
+            now >= c->last_end_ns + c->cfg.min_pause_ms * 1000000LL) {
+            int64_t ts = 0;
+            int64_t id = start_locked(c, &ts);
+            next = now + c->cfg.interval_ms * 1000000LL;
+            if (id >= 0) {
+                pthread_mutex_unlock(&c->mu);
+                if (c->hooks.trigger) c->hooks.trigger(c->hooks.ctx, id, ts);
+                pthread_mutex_lock(&c->mu);
+                complete_ready(c);
+            }
+            continue;
+        }
+        int64_t wake = next;
+        for (int i = 0; i < c->npending; i++)
+            if (c->pending[i].deadline_ns < wake) wake = c->pending[i].deadline_ns;
+        if (wake < now + 1000000) wake = now + 1000000;
+        struct timespec ts = {(time_t)(wake / 1000000000), (long)(wake % 1000000000)};
+        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+void sl_coordinator_start(sl_coordinator_t *c) {
+    if (c->cfg.interval_ms <= 0 || c->running) return;
+    c->stop = false;
+    if (pthread_create(&c->thread, NULL, timer_main, c) == 0) c->running = true;
+}
+
+void sl_coordinator_stop(sl_coordinator_t *c) {
+    pthread_mutex_lock(&c->mu);
+    c->stop = true;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    if (c->running) pthread_join(c->thread, NULL);
+    c->running = false;
+}
+
+void sl_coordinator_destroy(sl_coordinator_t *c) {
+    if (!c) return;
+    sl_coordinator_stop(c);
+    while (c->npending) remove_pending(c, c->npending - 1);
+    sl_free(c->finished);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    sl_free(c);
+}
+
+int64_t sl_coordinator_completed(const sl_coordinator_t *c, int64_t *latest) {
+    sl_coordinator_t *m = (sl_coordinator_t *)c;
+    pthread_mutex_lock(&m->mu);
+    int64_t n = m->completed;
+    if (latest) *latest = m->latest;
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
+int sl_coordinator_stats(sl_coordinator_t *c, sl_ckpt_stats_t *out, int cap) {
+    pthread_mutex_lock(&c->mu);
+    int64_t first = c->nstats > STATS_KEPT ? c->nstats - STATS_KEPT : 0;
+    if (c->nstats - first > cap) first = c->nstats - cap;
+    int n = 0;
+    for (int64_t i = first; i < c->nstats; i++) out[n++] = c->stats[i % STATS_KEPT];
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}

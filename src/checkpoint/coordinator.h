@@ -1,0 +1,78 @@
+/*
+ * coordinator.h — the checkpoint coordinator (Flink's CheckpointCoordinator
+ * and PendingCheckpoint): triggers checkpoint n (periodically or on
+ * demand) by asking every source task to inject barrier n, collects each
+ * task's acknowledgement, and when all have acknowledged declares n
+ * complete and has every task notified.  A checkpoint that does not
+ * complete within the timeout is aborted and the tasks are told; more than
+ * the tolerated number of failures in a row fails the job.
+ *
+ * Today completion is recorded in memory; checkpoint storage (state files,
+ * `_metadata` written durably before the notification) plugs in at
+ * `complete()` — the notification is sent only after it returned.
+ *
+ * Threads: the coordinator has its own timer thread; ack/decline/finished
+ * may be called from any task thread.  The hooks run on the coordinator's
+ * thread or the acknowledging thread, never with the coordinator's lock
+ * held.
+ */
+#ifndef SL_COORDINATOR_H
+#define SL_COORDINATOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "runtime/barrier_handler.h"
+
+typedef struct sl_ckpt_config {
+    int64_t interval_ms;       /* 0: no periodic checkpoints */
+    sl_ckpt_mode_t mode;
+    int64_t timeout_ms;        /* default 10 min */
+    int64_t min_pause_ms;      /* between the end of one and the start of the next */
+    int max_concurrent;        /* default 1 */
+    int tolerable_failed;      /* failures in a row before the job fails (default 0) */
+} sl_ckpt_config_t;
+
+typedef struct sl_coordinator_hooks {
+    void *ctx;
+    /* Ask every running source task to inject barrier `id`. */
+    void (*trigger)(void *ctx, int64_t id, int64_t ts);
+    /* Checkpoint `id` is complete: notify every task. */
+    void (*complete)(void *ctx, int64_t id);
+    /* Checkpoint `id` was aborted (timeout, decline): tell every task. */
+    void (*aborted)(void *ctx, int64_t id, const char *why);
+    /* Too many failed checkpoints: fail the job with this message. */
+    void (*fail_job)(void *ctx, const char *why);
+} sl_coordinator_hooks_t;
+
+typedef struct sl_ckpt_stats {
+    int64_t id;
+    int64_t trigger_ms;      /* wall clock */
+    int64_t duration_ms;     /* trigger to complete */
+    int acks;
+    bool completed;
+    bool aborted;
+} sl_ckpt_stats_t;
+
+typedef struct sl_coordinator sl_coordinator_t;
+
+void sl_ckpt_config_defaults(sl_ckpt_config_t *c);
+sl_coordinator_t *sl_coordinator_new(const sl_ckpt_config_t *cfg, int ntasks, sl_coordinator_hooks_t hooks);
+void sl_coordinator_destroy(sl_coordinator_t *c);
+/* Starts periodic triggering (if an interval is set). */
+void sl_coordinator_start(sl_coordinator_t *c);
+/* Stops the timer thread; pending checkpoints are dropped. */
+void sl_coordinator_stop(sl_coordinator_t *c);
+/* Triggers a checkpoint now; returns its id, or -1 when too many are pending. */
+int64_t sl_coordinator_trigger(sl_coordinator_t *c);
+/* Task `task` (0..ntasks-1) acknowledged checkpoint `id`. */
+void sl_coordinator_ack(sl_coordinator_t *c, int64_t id, int task);
+void sl_coordinator_decline(sl_coordinator_t *c, int64_t id, int task, const char *why);
+/* Task `task` finished: it acknowledges every later checkpoint implicitly. */
+void sl_coordinator_task_finished(sl_coordinator_t *c, int task);
+/* Completed checkpoints so far, and the latest completed id (-1: none). */
+int64_t sl_coordinator_completed(const sl_coordinator_t *c, int64_t *latest);
+/* Copies up to cap recent stats (newest last); returns how many. */
+int sl_coordinator_stats(sl_coordinator_t *c, sl_ckpt_stats_t *out, int cap);
+
+#endif

@@ -1,0 +1,67 @@
+/* barrier_handler.c — see barrier_handler.h. */
+#include "runtime/barrier_handler.h"
+
+#include "common/common.h"
+
+void sl_bh_init(sl_barrier_handler_t *h, int nch, sl_ckpt_mode_t mode) {
+    memset(h, 0, sizeof *h);
+    h->mode = mode;
+    h->nch = nch;
+    h->arrived = sl_calloc((size_t)(nch ? nch : 1), sizeof(bool));
+    h->ended = sl_calloc((size_t)(nch ? nch : 1), sizeof(bool));
+    h->current = -1;
+    h->last_triggered = -1;
+}
+
+void sl_bh_free(sl_barrier_handler_t *h) {
+    sl_free(h->arrived);
+    sl_free(h->ended);
+    h->arrived = h->ended = NULL;
+}
+
+static void reset(sl_barrier_handler_t *h) {
+    h->current = -1;
+    h->narrived = 0;
+    for (int i = 0; i < h->nch; i++) {
+        h->arrived[i] = false;
+        if (h->ended[i]) h->narrived++;
+    }
+}
+
+static sl_bh_action_t check(sl_barrier_handler_t *h) {
+    if (h->current >= 0 && h->narrived == h->nch) {
+        h->last_triggered = h->current;
+        return SL_BH_TRIGGER;
+    }
+    return SL_BH_NONE;
+}
+
+sl_bh_action_t sl_bh_barrier(sl_barrier_handler_t *h, int ch, int64_t id, int64_t *aborted_id) {
+    *aborted_id = -1;
+    if (id <= h->last_triggered) return SL_BH_NONE; /* stale */
+    if (h->current >= 0 && id < h->current) return SL_BH_NONE;
+    if (h->current >= 0 && id > h->current) { /* a newer checkpoint overtook: give up the older */
+        *aborted_id = h->current;
+        h->aborted++;
+        reset(h);
+    }
+    if (h->current < 0) {
+        reset(h);
+        h->current = id;
+        h->align_start_ns = sl_mono_ns();
+    }
+    if (!h->arrived[ch] && !h->ended[ch]) {
+        h->arrived[ch] = true;
+        h->narrived++;
+    }
+    return check(h);
+}
+
+sl_bh_action_t sl_bh_end(sl_barrier_handler_t *h, int ch) {
+    if (h->ended[ch]) return SL_BH_NONE;
+    h->ended[ch] = true;
+    if (h->current >= 0 && !h->arrived[ch]) h->narrived++;
+    return check(h);
+}
+
+void sl_bh_release(sl_barrier_handler_t *h) { reset(h); }

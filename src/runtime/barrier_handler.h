@@ -1,0 +1,57 @@
+/*
+ * barrier_handler.h — what a task does when checkpoint barriers arrive on
+ * its input channels (Flink's CheckpointBarrierHandler):
+ *
+ *   aligned (exactly-once): the first barrier n blocks its channel; the
+ *     channel's later data waits (in its buffers, never dropped) until
+ *     barrier n has arrived on every channel; then the task snapshots,
+ *     forwards the barrier and every channel is released.
+ *   at-least-once: nothing is blocked; the task snapshots when the last
+ *     barrier n arrives.
+ *
+ * A channel that has ended counts as having delivered every later barrier.
+ * A barrier of a newer checkpoint while one is being aligned aborts the
+ * older one (it can no longer complete) and starts the newer; an older
+ * barrier is ignored.  This is a pure state machine over channel indexes;
+ * the task owns the buffers.  Task thread only.
+ */
+#ifndef SL_BARRIER_HANDLER_H
+#define SL_BARRIER_HANDLER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum { SL_CKPT_EXACTLY_ONCE = 0, SL_CKPT_AT_LEAST_ONCE = 1 } sl_ckpt_mode_t;
+
+typedef enum {
+    SL_BH_NONE = 0,    /* keep going */
+    SL_BH_TRIGGER = 1, /* every channel delivered barrier `id`: snapshot now, then sl_bh_release */
+} sl_bh_action_t;
+
+typedef struct sl_barrier_handler {
+    sl_ckpt_mode_t mode;
+    int nch;
+    bool *arrived;   /* barrier `current` seen on this channel */
+    bool *ended;
+    int narrived;    /* channels arrived or ended */
+    int64_t current; /* checkpoint being aligned, or -1 */
+    int64_t last_triggered;
+    int64_t aborted; /* checkpoints given up because a newer one came */
+    int64_t align_start_ns;
+} sl_barrier_handler_t;
+
+void sl_bh_init(sl_barrier_handler_t *h, int nch, sl_ckpt_mode_t mode);
+void sl_bh_free(sl_barrier_handler_t *h);
+/* Barrier `id` on channel ch.  *aborted_id is set (else -1) when an older
+ * pending checkpoint was given up. */
+sl_bh_action_t sl_bh_barrier(sl_barrier_handler_t *h, int ch, int64_t id, int64_t *aborted_id);
+/* Channel ch ended; may complete an alignment. */
+sl_bh_action_t sl_bh_end(sl_barrier_handler_t *h, int ch);
+/* True while channel ch must not be read (aligned mode only). */
+static inline bool sl_bh_blocked(const sl_barrier_handler_t *h, int ch) {
+    return h->mode == SL_CKPT_EXACTLY_ONCE && h->current >= 0 && h->arrived[ch];
+}
+/* After the snapshot of a TRIGGER: unblocks every channel. */
+void sl_bh_release(sl_barrier_handler_t *h);
+
+#endif
