@@ -421,13 +421,10 @@ static void bw_close(void *w) {
     free(bw);
 }
 
-static const sl_sink_ops_t chain_sink_ops = {"bench-count", bw_open, chain_write, bw_finish, bw_close, NULL};
-static const sl_sink_ops_t chain_lat_sink_ops = {"bench-latency", bw_open, chain_lat_write, bw_finish, bw_close,
-                                                 NULL};
-MAYBE_UNUSED static const sl_sink_ops_t window_sink_ops = {"bench-window-count", bw_open, window_write, bw_finish, bw_close,
-                                              NULL};
-MAYBE_UNUSED static const sl_sink_ops_t window_lat_sink_ops = {"bench-window-latency", bw_open, window_lat_write, bw_finish,
-                                                  bw_close, NULL};
+static const sl_sink_ops_t chain_sink_ops = {.name = "bench-count", .open = bw_open, .write = chain_write, .finish = bw_finish, .close = bw_close};
+static const sl_sink_ops_t chain_lat_sink_ops = {.name = "bench-latency", .open = bw_open, .write = chain_lat_write, .finish = bw_finish, .close = bw_close};
+MAYBE_UNUSED static const sl_sink_ops_t window_sink_ops = {.name = "bench-window-count", .open = bw_open, .write = window_write, .finish = bw_finish, .close = bw_close};
+MAYBE_UNUSED static const sl_sink_ops_t window_lat_sink_ops = {.name = "bench-window-latency", .open = bw_open, .write = window_lat_write, .finish = bw_finish, .close = bw_close};
 
 /* ---- the chain's functions ---------------------------------------------- */
 

@@ -148,7 +148,7 @@ static int collect_finish(void *w, char *err, size_t el) {
 
 static void collect_close(void *w) { free(w); }
 
-static const sl_sink_ops_t collect_ops = {"collect", collect_open, collect_write, collect_finish, collect_close, NULL};
+static const sl_sink_ops_t collect_ops = {.name = "collect", .open = collect_open, .write = collect_write, .finish = collect_finish, .close = collect_close};
 
 static inline collected_t *collected_new(void) {
     collected_t *c = calloc(1, sizeof *c);

@@ -326,7 +326,7 @@ static int slow_open(void *ctx, int s, int p, const sl_schema_t *sc, void **w, c
     *w = ctx;
     return 0;
 }
-static const sl_sink_ops_t slow_ops = {"slow", slow_open, slow_write, NULL, NULL, NULL};
+static const sl_sink_ops_t slow_ops = {.name = "slow", .open = slow_open, .write = slow_write};
 
 TEST(backpressure_bounded) {
     bp = calloc(1, sizeof *bp);

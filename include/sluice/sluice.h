@@ -168,6 +168,15 @@ typedef struct sl_sink_ops {
     int (*finish)(void *writer, char *err, size_t errlen);
     void (*close)(void *writer);
     void (*destroy)(void *ctx);
+    /* Two-phase commit (optional; exactly-once sinks).  pre_commit runs on
+     * checkpoint `id`'s barrier: make everything written since the last
+     * pre-commit durable but invisible, and start a new transaction.
+     * commit runs when checkpoint `id` completed: make every pre-committed
+     * transaction up to `id` visible; it must be idempotent (it is repeated
+     * after a restore).  Nothing is visible downstream before the
+     * checkpoint that covers it has completed. */
+    int (*pre_commit)(void *writer, int64_t id, char *err, size_t errlen);
+    int (*commit)(void *writer, int64_t id, char *err, size_t errlen);
 } sl_sink_ops_t;
 
 typedef struct sl_sink {
@@ -419,6 +428,13 @@ SL_API sl_source_t sl_file_source(const char *paths, sl_format_t fmt, sl_schema_
                                   sl_error_policy_t policy);
 /* Writes path (parallelism 1) or path.<subtask> files. */
 SL_API sl_sink_t sl_file_sink(const char *path, sl_format_t fmt);
+/* Exactly-once file sink (two-phase commit on checkpoints): writes into
+ * hidden in-progress files in dir; on a checkpoint's barrier the file
+ * becomes a hidden pending file; when the checkpoint completes it is
+ * renamed to dir/part-<subtask>-<checkpoint>.  At the end of a bounded
+ * input the rest is committed as dir/part-<subtask>-end.  The directory
+ * never shows a partial or duplicate part file. */
+SL_API sl_sink_t sl_exactly_once_file_sink(const char *dir, sl_format_t fmt);
 /* Prints rows to stdout, prefixed with `prefix` (may be NULL). */
 SL_API sl_sink_t sl_print_sink(const char *prefix);
 /* Counts records (and, if latency is on, event-creation-to-sink latency). */

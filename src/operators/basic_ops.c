@@ -120,13 +120,36 @@ static void sink_destroy(sl_operator_t *o) {
 
 static int sink_watermark(sl_operator_t *o, int64_t wm) { return 0; }
 
+/* Checkpoint barrier: phase one of the sink's two-phase commit. */
+static int sink_snapshot(sl_operator_t *o, int64_t id, sl_buf_t *out) {
+    sink_op_t *op = (sink_op_t *)o;
+    if (!op->sink.ops->pre_commit || !op->writer) return 0;
+    char err[512] = "";
+    int rc = op->sink.ops->pre_commit(op->writer, id, err, sizeof err);
+    if (rc < 0) return sl_op_fail(o, rc, "pre-commit of checkpoint %lld: %s", (long long)id, err);
+    sl_buf_append(out, &id, sizeof id); /* the transaction a restore must commit */
+    return 0;
+}
+
+/* Checkpoint complete: phase two. */
+static int sink_notify(sl_operator_t *o, int64_t id) {
+    sink_op_t *op = (sink_op_t *)o;
+    if (!op->sink.ops->commit || !op->writer) return 0;
+    char err[512] = "";
+    int rc = op->sink.ops->commit(op->writer, id, err, sizeof err);
+    if (rc < 0) return sl_op_fail(o, rc, "commit of checkpoint %lld: %s", (long long)id, err);
+    return 0;
+}
+
 static const sl_operator_vt_t sink_vt = {.kind = "Sink",
                                          .open = sink_open,
                                          .process = sink_process,
                                          .advance_watermark = sink_watermark,
                                          .end_input = sink_end,
                                          .close = sink_close,
-                                         .destroy = sink_destroy};
+                                         .destroy = sink_destroy,
+                                         .snapshot_state = sink_snapshot,
+                                         .notify_checkpoint_complete = sink_notify};
 
 sl_operator_t *sl_sink_op_create(const void *spec, const sl_op_init_t *init) {
     const sl_sink_spec_t *s = spec;
