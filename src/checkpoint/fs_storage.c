@@ -1,0 +1,622 @@
+/*
+ * fs_storage.c — checkpoint storage on a filesystem path (local disk or a
+ * shared mount), and the storage functions that are built on the ops table
+ * and so serve every implementation (see storage.h for the layout and the
+ * completion and deletion protocols).
+ *
+ * Only plain POSIX calls: open/write/fsync/rename/mkdirat/unlinkat/
+ * fdopendir.  Directories are fsync'ed after every change that must
+ * survive a crash: creating a checkpoint directory, publishing _metadata,
+ * removing _metadata before the files it references.
+ */
+#include "checkpoint/storage.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/common.h"
+
+typedef struct fs_storage {
+    sl_ckpt_storage_t base;
+    char *job_dir; /* <base>/<job-id> */
+} fs_storage_t;
+
+#define FS(s) ((fs_storage_t *)(s))
+
+/* ------------------------------------------------------------------ */
+/* Small POSIX helpers.  Each returns 0 or a negative SL_E* with a message
+ * naming the path. */
+
+static int errno_rc(int e) { return e == ENOENT ? SL_ENOTFOUND : SL_EIO; }
+
+static int fsync_dir(const char *path, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return sl_errf(err, errlen, errno_rc(errno), "%s: cannot open directory: %s", path, strerror(errno));
+    int rc = 0;
+    if (fsync(fd) != 0 && errno != EINVAL) /* EINVAL: a filesystem without directory fsync */
+        rc = sl_errf(err, errlen, SL_EIO, "%s: cannot fsync directory: %s", path, strerror(errno));
+    close(fd);
+    return rc;
+}
+
+static int fsync_fd(int fd, const char *path, char *err, size_t errlen) {
+    if (fsync(fd) != 0 && errno != EINVAL)
+        return sl_errf(err, errlen, SL_EIO, "%s: cannot fsync directory: %s", path, strerror(errno));
+    return 0;
+}
+
+/* mkdir -p, fsync'ing the parent of every directory it creates. */
+static int mkdir_p(const char *path, char *err, size_t errlen) {
+    char *p = sl_strdup(path);
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/') p[--n] = 0;
+    int rc = 0;
+    for (char *q = p + 1;; q++) {
+        bool last = *q == 0;
+        if (*q != '/' && !last) continue;
+        char saved = *q;
+        *q = 0;
+        if (mkdir(p, 0755) == 0) {
+            char *slash = strrchr(p, '/');
+            if (slash && slash != p) {
+                *slash = 0;
+                rc = fsync_dir(p, err, errlen);
+                *slash = '/';
+            } else {
+                rc = fsync_dir(slash ? "/" : ".", err, errlen);
+            }
+        } else if (errno != EEXIST) {
+            rc = sl_errf(err, errlen, SL_EIO, "%s: cannot create directory: %s", p, strerror(errno));
+        } else {
+            struct stat st;
+            if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
+                rc = sl_errf(err, errlen, SL_EIO, "%s: exists and is not a directory", p);
+        }
+        *q = saved;
+        if (rc || last) break;
+    }
+    sl_free(p);
+    return rc;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Removes everything inside the directory dfd (not dfd itself).  path is
+ * for messages. */
+static int remove_contents(int dfd, const char *path, char *err, size_t errlen) {
+    int dup_fd = dup(dfd);
+    if (dup_fd < 0) return sl_errf(err, errlen, SL_EIO, "%s: cannot dup: %s", path, strerror(errno));
+    DIR *d = fdopendir(dup_fd);
+    if (!d) {
+        close(dup_fd);
+        return sl_errf(err, errlen, SL_EIO, "%s: cannot list: %s", path, strerror(errno));
+    }
+    /* Collect first: removing while reading a directory is unspecified. */
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    errno = 0;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            names = sl_realloc(names, cap * sizeof *names);
+        }
+        names[n++] = sl_strdup(e->d_name);
+        errno = 0;
+    }
+    int read_errno = errno;
+    closedir(d);
+    if (read_errno) {
+        for (size_t i = 0; i < n; i++) sl_free(names[i]);
+        sl_free(names);
+        return sl_errf(err, errlen, SL_EIO, "%s: cannot list: %s", path, strerror(read_errno));
+    }
+    if (n > 1) qsort(names, n, sizeof *names, cmp_str);
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        int r = 0;
+        struct stat st;
+        if (fstatat(dfd, names[i], &st, AT_SYMLINK_NOFOLLOW) != 0) {
+            if (errno != ENOENT)
+                r = sl_errf(err, errlen, SL_EIO, "%s/%s: cannot stat: %s", path, names[i], strerror(errno));
+        } else if (S_ISDIR(st.st_mode)) {
+            int sub = openat(dfd, names[i], O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub < 0) {
+                r = sl_errf(err, errlen, SL_EIO, "%s/%s: cannot open directory: %s", path, names[i], strerror(errno));
+            } else {
+                char sp[PATH_MAX];
+                snprintf(sp, sizeof sp, "%s/%s", path, names[i]);
+                r = remove_contents(sub, sp, err, errlen);
+                close(sub);
+                if (!r && unlinkat(dfd, names[i], AT_REMOVEDIR) != 0 && errno != ENOENT)
+                    r = sl_errf(err, errlen, SL_EIO, "%s/%s: cannot remove directory: %s", path, names[i],
+                                strerror(errno));
+            }
+        } else if (unlinkat(dfd, names[i], 0) != 0 && errno != ENOENT) {
+            r = sl_errf(err, errlen, SL_EIO, "%s/%s: cannot remove: %s", path, names[i], strerror(errno));
+        }
+        if (r && !rc) {
+            rc = r;
+            err = NULL; /* keep the first message; go on removing the rest */
+            errlen = 0;
+        }
+    }
+    for (size_t i = 0; i < n; i++) sl_free(names[i]);
+    sl_free(names);
+    return rc;
+}
+
+/* Parses "chk-<n>" (n >= 1, decimal, no sign or leading zero); -1 if not. */
+static int64_t parse_chk_name(const char *name) {
+    if (strncmp(name, "chk-", 4) != 0) return -1;
+    const char *d = name + 4;
+    if (*d < '1' || *d > '9') return -1;
+    int64_t v = 0;
+    for (; *d; d++) {
+        if (*d < '0' || *d > '9') return -1;
+        if (v > (INT64_MAX - (*d - '0')) / 10) return -1;
+        v = v * 10 + (*d - '0');
+    }
+    return v;
+}
+
+/* ------------------------------------------------------------------ */
+/* Paths. */
+
+static int fs_location(sl_ckpt_storage_t *s, int64_t id, sl_ckpt_scope_t scope, const char *name, char *buf,
+                       size_t cap) {
+    int n;
+    const char *sep = name ? "/" : "", *nm = name ? name : "";
+    switch (scope) {
+    case SL_CKPT_SCOPE_EXCLUSIVE: n = snprintf(buf, cap, "%s/chk-%" PRId64 "%s%s", FS(s)->job_dir, id, sep, nm); break;
+    case SL_CKPT_SCOPE_SHARED: n = snprintf(buf, cap, "%s/shared%s%s", FS(s)->job_dir, sep, nm); break;
+    case SL_CKPT_SCOPE_TASKOWNED: n = snprintf(buf, cap, "%s/taskowned%s%s", FS(s)->job_dir, sep, nm); break;
+    default: n = -1;
+    }
+    return n < 0 || (size_t)n >= cap ? SL_EINVAL : 0;
+}
+
+/* Path of chk-<id> (name NULL) or a file in it, into buf (PATH_MAX). */
+static int chk_path(sl_ckpt_storage_t *s, int64_t id, const char *name, char *buf, char *err, size_t errlen) {
+    if (id < 1)
+        return sl_errf(err, errlen, SL_EINVAL, "%s: checkpoint id %" PRId64 " (ids start at 1)", FS(s)->job_dir, id);
+    if (fs_location(s, id, SL_CKPT_SCOPE_EXCLUSIVE, name, buf, PATH_MAX))
+        return sl_errf(err, errlen, SL_EINVAL, "%s: path of checkpoint %" PRId64 " too long", FS(s)->job_dir, id);
+    return 0;
+}
+
+/* 1 if chk-<id>/_metadata exists, 0 if not, < 0 on error. */
+static int has_metadata(sl_ckpt_storage_t *s, int64_t id, char *err, size_t errlen) {
+    char p[PATH_MAX];
+    int rc = chk_path(s, id, SL_CKPT_METADATA_NAME, p, err, errlen);
+    if (rc) return rc;
+    struct stat st;
+    if (lstat(p, &st) == 0) return 1;
+    if (errno == ENOENT || errno == ENOTDIR) return 0;
+    return sl_errf(err, errlen, SL_EIO, "%s: cannot stat: %s", p, strerror(errno));
+}
+
+static int file_path(sl_ckpt_storage_t *s, int64_t id, sl_ckpt_scope_t scope, const char *name, char *buf,
+                     char *err, size_t errlen) {
+    if (!sl_ckpt_valid_file_name(name))
+        return sl_errf(err, errlen, SL_EINVAL, "%s: '%s' is not a plain file name", FS(s)->job_dir,
+                       name ? name : "(null)");
+    if (scope == SL_CKPT_SCOPE_EXCLUSIVE) {
+        if (strncmp(name, SL_CKPT_METADATA_NAME, strlen(SL_CKPT_METADATA_NAME)) == 0)
+            return sl_errf(err, errlen, SL_EINVAL, "%s: file name '%s' is reserved for the checkpoint's metadata",
+                           FS(s)->job_dir, name);
+        return chk_path(s, id, name, buf, err, errlen);
+    }
+    if (scope != SL_CKPT_SCOPE_SHARED && scope != SL_CKPT_SCOPE_TASKOWNED)
+        return sl_errf(err, errlen, SL_EINVAL, "%s: unknown scope %d", FS(s)->job_dir, (int)scope);
+    if (fs_location(s, id, scope, name, buf, PATH_MAX))
+        return sl_errf(err, errlen, SL_EINVAL, "%s: path of '%s' too long", FS(s)->job_dir, name);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Ops. */
+
+static int fs_open_output(sl_ckpt_storage_t *s, int64_t id, sl_ckpt_scope_t scope, const char *name,
+                          sl_ckpt_out_t **out, char *err, size_t errlen) {
+    char p[PATH_MAX];
+    *out = NULL;
+    int rc = file_path(s, id, scope, name, p, err, errlen);
+    if (rc) return rc;
+    rc = sl_ckpt_out_open_file(p, true, out, err, errlen);
+    if (rc == SL_ENOTFOUND)
+        return sl_errf(err, errlen, SL_ENOTFOUND, "%s: cannot create: the checkpoint directory does not exist "
+                       "(not created, or aborted)", p);
+    return rc;
+}
+
+static int fs_open_input(sl_ckpt_storage_t *s, int64_t id, sl_ckpt_scope_t scope, const char *name,
+                         sl_ckpt_in_t **in, char *err, size_t errlen) {
+    char p[PATH_MAX];
+    *in = NULL;
+    int rc = file_path(s, id, scope, name, p, err, errlen);
+    if (rc) return rc;
+    return sl_ckpt_in_open_file(p, in, err, errlen);
+}
+
+/* Removes chk-<id>: _metadata first (durably), then its contents, then the
+ * directory itself. */
+static int remove_checkpoint_dir(sl_ckpt_storage_t *s, int64_t id, char *err, size_t errlen) {
+    char p[PATH_MAX];
+    int rc = chk_path(s, id, NULL, p, err, errlen);
+    if (rc) return rc;
+    int dfd = open(p, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) {
+        int e = errno;
+        if (e == ENOENT) return sl_errf(err, errlen, SL_ENOTFOUND, "%s: no such checkpoint directory", p);
+        return sl_errf(err, errlen, SL_EIO, "%s: cannot open directory: %s", p, strerror(e));
+    }
+    if (unlinkat(dfd, SL_CKPT_METADATA_NAME, 0) == 0) {
+        rc = fsync_fd(dfd, p, err, errlen);
+    } else if (errno != ENOENT) {
+        rc = sl_errf(err, errlen, SL_EIO, "%s/%s: cannot remove: %s", p, SL_CKPT_METADATA_NAME, strerror(errno));
+    }
+    if (!rc) rc = remove_contents(dfd, p, err, errlen);
+    close(dfd);
+    if (rc) return rc;
+    if (rmdir(p) != 0 && errno != ENOENT)
+        return sl_errf(err, errlen, SL_EIO, "%s: cannot remove directory: %s", p, strerror(errno));
+    return fsync_dir(FS(s)->job_dir, err, errlen);
+}
+
+static int fs_create_checkpoint(sl_ckpt_storage_t *s, int64_t id, char *err, size_t errlen) {
+    char p[PATH_MAX];
+    int rc = chk_path(s, id, NULL, p, err, errlen);
+    if (rc) return rc;
+    if (mkdir(p, 0755) != 0) {
+        if (errno != EEXIST) return sl_errf(err, errlen, SL_EIO, "%s: cannot create directory: %s", p, strerror(errno));
+        int has = has_metadata(s, id, err, errlen);
+        if (has < 0) return has;
+        if (has) return sl_errf(err, errlen, SL_EINVAL, "%s: checkpoint %" PRId64 " exists and is complete", p, id);
+        /* A leftover of an attempt that died: start clean. */
+        if ((rc = remove_checkpoint_dir(s, id, err, errlen))) return rc;
+        if (mkdir(p, 0755) != 0)
+            return sl_errf(err, errlen, SL_EIO, "%s: cannot create directory: %s", p, strerror(errno));
+    }
+    return fsync_dir(FS(s)->job_dir, err, errlen);
+}
+
+static int fs_commit(sl_ckpt_storage_t *s, const sl_ckpt_metadata_t *md, char *err, size_t errlen) {
+    char dir[PATH_MAX], tmp[PATH_MAX], fin[PATH_MAX], loc[PATH_MAX];
+    int64_t id = md->checkpoint_id;
+    int rc;
+    if ((rc = chk_path(s, id, NULL, dir, err, errlen)) ||
+        (rc = chk_path(s, id, SL_CKPT_METADATA_NAME, fin, err, errlen)) ||
+        (rc = chk_path(s, id, SL_CKPT_METADATA_TMP_NAME, tmp, err, errlen)))
+        return rc;
+    if (strcmp(md->job_id ? md->job_id : "", s->job_id) != 0)
+        return sl_errf(err, errlen, SL_EINVAL, "%s: metadata of job '%s' cannot be committed to job '%s'", fin,
+                       md->job_id ? md->job_id : "", s->job_id);
+    if (md->type != SL_CKPT_CHECKPOINT)
+        return sl_errf(err, errlen, SL_EINVAL, "%s: a savepoint is not committed as a checkpoint", fin);
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return sl_errf(err, errlen, SL_ENOTFOUND, "%s: checkpoint directory missing (not created, or aborted)", dir);
+    int has = has_metadata(s, id, err, errlen);
+    if (has < 0) return has;
+    if (has) return sl_errf(err, errlen, SL_EINVAL, "%s: checkpoint %" PRId64 " is already complete", fin, id);
+    char e[400];
+    if ((rc = sl_ckpt_metadata_validate(md, e, sizeof e)))
+        return sl_errf(err, errlen, rc, "%s: refusing to commit invalid checkpoint metadata: %s", fin, e);
+
+    /* The names of the state files must be durable before _metadata. */
+    if ((rc = fsync_dir(dir, err, errlen))) return rc;
+    for (int sc = SL_CKPT_SCOPE_SHARED; sc <= SL_CKPT_SCOPE_TASKOWNED; sc++) {
+        fs_location(s, id, (sl_ckpt_scope_t)sc, NULL, loc, sizeof loc);
+        if ((rc = fsync_dir(loc, err, errlen))) return rc;
+    }
+
+    sl_ckpt_out_t *out;
+    if ((rc = sl_ckpt_out_open_file(tmp, true, &out, err, errlen))) return rc;
+    if ((rc = sl_ckpt_metadata_write(md, out, err, errlen))) return rc; /* the stream removed tmp */
+    if (rename(tmp, fin) != 0) {
+        rc = sl_errf(err, errlen, SL_EIO, "%s: cannot rename to %s: %s", tmp, SL_CKPT_METADATA_NAME, strerror(errno));
+        unlink(tmp);
+        return rc;
+    }
+    return fsync_dir(dir, err, errlen);
+}
+
+static int fs_load(sl_ckpt_storage_t *s, int64_t id, sl_ckpt_metadata_t **mdp, char *err, size_t errlen) {
+    char dir[PATH_MAX], p[PATH_MAX];
+    *mdp = NULL;
+    int rc;
+    if ((rc = chk_path(s, id, NULL, dir, err, errlen)) || (rc = chk_path(s, id, SL_CKPT_METADATA_NAME, p, err, errlen)))
+        return rc;
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return sl_errf(err, errlen, errno_rc(errno), "%s: checkpoint %" PRId64 " not found: %s", dir, id,
+                       strerror(errno));
+    sl_ckpt_in_t *in;
+    rc = sl_ckpt_in_open_file(p, &in, err, errlen);
+    if (rc == SL_ENOTFOUND)
+        return sl_errf(err, errlen, SL_ENOTFOUND, "%s: missing: checkpoint %" PRId64 " is incomplete (never committed)",
+                       p, id);
+    if (rc) return rc;
+    sl_ckpt_metadata_t *md;
+    if ((rc = sl_ckpt_metadata_read(in, &md, err, errlen))) return rc;
+    if (md->checkpoint_id != id)
+        rc = sl_errf(err, errlen, SL_EFORMAT, "%s: describes checkpoint %" PRId64 " but lies in chk-%" PRId64, p,
+                     md->checkpoint_id, id);
+    else if (strcmp(md->job_id, s->job_id) != 0)
+        rc = sl_errf(err, errlen, SL_EFORMAT, "%s: belongs to job '%s', not '%s'", p, md->job_id, s->job_id);
+    else if (md->type != SL_CKPT_CHECKPOINT)
+        rc = sl_errf(err, errlen, SL_EFORMAT, "%s: is a savepoint's metadata, not a checkpoint's", p);
+    if (rc) {
+        sl_ckpt_metadata_free(md);
+        return rc;
+    }
+    *mdp = md;
+    return 0;
+}
+
+static int cmp_entry(const void *a, const void *b) {
+    int64_t x = ((const sl_ckpt_entry_t *)a)->id, y = ((const sl_ckpt_entry_t *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+static int fs_list(sl_ckpt_storage_t *s, sl_ckpt_entry_t **entries, int *np, char *err, size_t errlen) {
+    *entries = NULL;
+    *np = 0;
+    const char *jd = FS(s)->job_dir;
+    DIR *d = opendir(jd);
+    if (!d) return sl_errf(err, errlen, errno_rc(errno), "%s: cannot list: %s", jd, strerror(errno));
+    int dfd = dirfd(d);
+    sl_ckpt_entry_t *v = NULL;
+    int n = 0, cap = 0, rc = 0;
+    struct dirent *e;
+    for (errno = 0; (e = readdir(d)); errno = 0) {
+        int64_t id = parse_chk_name(e->d_name);
+        if (id < 1) continue;
+        struct stat st;
+        if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode)) continue;
+        char mp[NAME_MAX + 16];
+        snprintf(mp, sizeof mp, "%s/%s", e->d_name, SL_CKPT_METADATA_NAME);
+        bool complete = fstatat(dfd, mp, &st, AT_SYMLINK_NOFOLLOW) == 0;
+        if (!complete && errno != ENOENT) {
+            rc = sl_errf(err, errlen, SL_EIO, "%s/%s: cannot stat: %s", jd, mp, strerror(errno));
+            break;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            v = sl_realloc(v, (size_t)cap * sizeof *v);
+        }
+        v[n++] = (sl_ckpt_entry_t){id, complete};
+    }
+    if (!rc && errno) rc = sl_errf(err, errlen, SL_EIO, "%s: cannot list: %s", jd, strerror(errno));
+    closedir(d);
+    if (rc) {
+        sl_free(v);
+        return rc;
+    }
+    if (n > 1) qsort(v, (size_t)n, sizeof *v, cmp_entry);
+    *entries = v;
+    *np = n;
+    return 0;
+}
+
+static int fs_discard(sl_ckpt_storage_t *s, int64_t id, char *err, size_t errlen) {
+    return remove_checkpoint_dir(s, id, err, errlen);
+}
+
+static int fs_abort_pending(sl_ckpt_storage_t *s, int64_t id, char *err, size_t errlen) {
+    int has = has_metadata(s, id, err, errlen);
+    if (has < 0) return has;
+    if (has) {
+        char p[PATH_MAX];
+        chk_path(s, id, NULL, p, err, errlen);
+        return sl_errf(err, errlen, SL_EINVAL, "%s: checkpoint %" PRId64 " is complete; discard it instead of aborting",
+                       p, id);
+    }
+    return remove_checkpoint_dir(s, id, err, errlen);
+}
+
+static int fs_discard_all(sl_ckpt_storage_t *s, char *err, size_t errlen) {
+    sl_ckpt_entry_t *v;
+    int n, rc = fs_list(s, &v, &n, err, errlen);
+    if (rc) return rc;
+    /* First make every checkpoint incomplete, so no crash can leave a
+     * _metadata whose files are gone. */
+    for (int i = 0; i < n && !rc; i++) {
+        if (!v[i].complete) continue;
+        char p[PATH_MAX], dir[PATH_MAX];
+        if ((rc = chk_path(s, v[i].id, SL_CKPT_METADATA_NAME, p, err, errlen)) ||
+            (rc = chk_path(s, v[i].id, NULL, dir, err, errlen)))
+            break;
+        if (unlink(p) != 0 && errno != ENOENT)
+            rc = sl_errf(err, errlen, SL_EIO, "%s: cannot remove: %s", p, strerror(errno));
+        else
+            rc = fsync_dir(dir, err, errlen);
+    }
+    sl_free(v);
+    if (rc) return rc;
+    const char *jd = FS(s)->job_dir;
+    int dfd = open(jd, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) return sl_errf(err, errlen, errno_rc(errno), "%s: cannot open directory: %s", jd, strerror(errno));
+    rc = remove_contents(dfd, jd, err, errlen);
+    close(dfd);
+    if (rc) return rc;
+    if (rmdir(jd) != 0) return sl_errf(err, errlen, SL_EIO, "%s: cannot remove directory: %s", jd, strerror(errno));
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof parent, "%s", jd);
+    char *slash = strrchr(parent, '/');
+    if (slash && slash != parent) {
+        *slash = 0;
+        return fsync_dir(parent, err, errlen);
+    }
+    return fsync_dir(slash ? "/" : ".", err, errlen);
+}
+
+static void fs_destroy(sl_ckpt_storage_t *s) {
+    if (!s) return;
+    sl_free(FS(s)->job_dir);
+    sl_free(s->job_id);
+    sl_free(s);
+}
+
+static const sl_ckpt_storage_ops_t fs_ops = {
+    .name = "filesystem",
+    .create_checkpoint = fs_create_checkpoint,
+    .location = fs_location,
+    .open_output = fs_open_output,
+    .open_input = fs_open_input,
+    .commit = fs_commit,
+    .load = fs_load,
+    .list = fs_list,
+    .discard = fs_discard,
+    .abort_pending = fs_abort_pending,
+    .discard_all = fs_discard_all,
+    .destroy = fs_destroy,
+};
+
+int sl_ckpt_storage_fs_open(const char *base_dir, const char *job_id, sl_ckpt_storage_t **sp, char *err,
+                            size_t errlen) {
+    *sp = NULL;
+    if (!base_dir || !base_dir[0]) return sl_errf(err, errlen, SL_EINVAL, "checkpoint storage: no directory given");
+    if (!sl_ckpt_valid_file_name(job_id))
+        return sl_errf(err, errlen, SL_EINVAL, "%s: job id '%s' is not a plain file name", base_dir,
+                       job_id ? job_id : "(null)");
+    char jd[PATH_MAX], sub[PATH_MAX];
+    size_t bl = strlen(base_dir);
+    while (bl > 1 && base_dir[bl - 1] == '/') bl--;
+    int n = snprintf(jd, sizeof jd, "%.*s/%s", (int)bl, base_dir, job_id);
+    if (n < 0 || (size_t)n + 32 >= sizeof jd) return sl_errf(err, errlen, SL_EINVAL, "%s: path too long", base_dir);
+    int rc = mkdir_p(jd, err, errlen);
+    static const char *const subs[] = {"shared", "taskowned"};
+    for (size_t i = 0; i < SL_ARRAY_LEN(subs) && !rc; i++) {
+        if (snprintf(sub, sizeof sub, "%s/%s", jd, subs[i]) >= (int)sizeof sub)
+            return sl_errf(err, errlen, SL_EINVAL, "%s: path too long", jd);
+        rc = mkdir_p(sub, err, errlen);
+    }
+    if (rc) return rc;
+    fs_storage_t *s = sl_calloc(1, sizeof *s);
+    s->base.ops = &fs_ops;
+    s->base.job_id = sl_strdup(job_id);
+    s->job_dir = sl_strdup(jd);
+    *sp = &s->base;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Generic functions over the ops. */
+
+int sl_ckpt_storage_list_completed(sl_ckpt_storage_t *s, int64_t **ids, int *np, char *err, size_t errlen) {
+    sl_ckpt_entry_t *v;
+    int n;
+    *ids = NULL;
+    *np = 0;
+    int rc = s->ops->list(s, &v, &n, err, errlen);
+    if (rc) return rc;
+    int64_t *out = sl_malloc((size_t)n * sizeof *out + 1);
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (v[i].complete) out[k++] = v[i].id;
+    sl_free(v);
+    *ids = out;
+    *np = k;
+    return 0;
+}
+
+int sl_ckpt_storage_latest_complete_id(sl_ckpt_storage_t *s, int64_t *id, char *err, size_t errlen) {
+    int64_t *ids;
+    int n;
+    *id = 0;
+    int rc = sl_ckpt_storage_list_completed(s, &ids, &n, err, errlen);
+    if (rc) return rc;
+    if (n > 0) *id = ids[n - 1];
+    sl_free(ids);
+    if (n == 0) {
+        char loc[PATH_MAX];
+        s->ops->location(s, 0, SL_CKPT_SCOPE_SHARED, NULL, loc, sizeof loc);
+        char *slash = strrchr(loc, '/'); /* the job's directory: drop "/shared" */
+        if (slash) *slash = 0;
+        return sl_errf(err, errlen, SL_ENOTFOUND, "%s: no completed checkpoint", loc);
+    }
+    return 0;
+}
+
+int sl_ckpt_storage_load_latest(sl_ckpt_storage_t *s, sl_ckpt_metadata_t **md, char *err, size_t errlen) {
+    int64_t id;
+    *md = NULL;
+    int rc = sl_ckpt_storage_latest_complete_id(s, &id, err, errlen);
+    if (rc) return rc;
+    /* No fallback to an older checkpoint when this one is damaged (see
+     * storage.h). */
+    return s->ops->load(s, id, md, err, errlen);
+}
+
+int sl_ckpt_storage_retain(sl_ckpt_storage_t *s, int num_retained, char *err, size_t errlen) {
+    if (num_retained < 1)
+        return sl_errf(err, errlen, SL_EINVAL, "checkpoint retention: num-retained %d must be at least 1",
+                       num_retained);
+    int64_t *ids;
+    int n;
+    int rc = sl_ckpt_storage_list_completed(s, &ids, &n, err, errlen);
+    if (rc) return rc;
+    for (int i = 0; i < n - num_retained; i++) {
+        int r = s->ops->discard(s, ids[i], rc ? NULL : err, rc ? 0 : errlen);
+        if (r && !rc) rc = r;
+    }
+    sl_free(ids);
+    return rc;
+}
+
+int sl_ckpt_storage_abort_all_pending(sl_ckpt_storage_t *s, char *err, size_t errlen) {
+    sl_ckpt_entry_t *v;
+    int n;
+    int rc = s->ops->list(s, &v, &n, err, errlen);
+    if (rc) return rc;
+    for (int i = 0; i < n; i++) {
+        if (v[i].complete) continue;
+        int r = s->ops->abort_pending(s, v[i].id, rc ? NULL : err, rc ? 0 : errlen);
+        if (r && r != SL_ENOTFOUND && !rc) rc = r;
+    }
+    sl_free(v);
+    return rc;
+}
+
+int sl_ckpt_storage_open_state(sl_ckpt_storage_t *s, int64_t id, const sl_ckpt_state_handle_t *h, int flags,
+                               sl_state_file_reader_t **rp, char *err, size_t errlen) {
+    *rp = NULL;
+    sl_ckpt_in_t *in;
+    int rc = s->ops->open_input(s, id, (sl_ckpt_scope_t)h->scope, h->path, &in, err, errlen);
+    if (rc) return rc;
+    sl_state_file_reader_t *r;
+    if ((rc = sl_sf_reader_new(in, h->kind, flags, &r, err, errlen))) return rc;
+    const char *name = sl_sf_reader_name(r);
+    if (sl_sf_reader_size(r) != h->size || sl_sf_reader_checksum(r) != h->checksum) {
+        rc = sl_errf(err, errlen, SL_EFORMAT,
+                     "%s: not the file the checkpoint's metadata describes (size %" PRIu64 ", checksum %016" PRIx64
+                     "; expected size %" PRIu64 ", checksum %016" PRIx64 "): replaced or damaged",
+                     name, sl_sf_reader_size(r), sl_sf_reader_checksum(r), h->size, h->checksum);
+    } else if (sl_sf_reader_section_count(r) != h->nsections) {
+        rc = sl_errf(err, errlen, SL_EFORMAT, "%s: has %d sections, the checkpoint's metadata lists %d", name,
+                     sl_sf_reader_section_count(r), h->nsections);
+    } else {
+        for (int i = 0; i < h->nsections && !rc; i++) {
+            const sl_sf_section_t *a = sl_sf_reader_section_at(r, i), *b = &h->sections[i];
+            if (a->id != b->id || a->offset != b->offset || a->length != b->length || a->checksum != b->checksum)
+                rc = sl_errf(err, errlen, SL_EFORMAT,
+                             "%s: section %" PRIu64 " differs from the checkpoint's metadata", name, b->id);
+        }
+    }
+    if (rc) {
+        sl_sf_reader_close(r);
+        return rc;
+    }
+    *rp = r;
+    return 0;
+}
