@@ -70,6 +70,13 @@ SL_API void sl_env_set_auto_watermark_interval(sl_env_t *env, int64_t ms);
  * (State persistence and restore arrive with checkpoint storage.) */
 typedef enum { SL_CHECKPOINT_EXACTLY_ONCE = 0, SL_CHECKPOINT_AT_LEAST_ONCE = 1 } sl_checkpoint_mode_t;
 SL_API void sl_env_enable_checkpointing(sl_env_t *env, int64_t interval_ms, sl_checkpoint_mode_t mode);
+/* Where checkpoints are written (execution.checkpointing.dir): each
+ * completed checkpoint is dir/<job>/chk-<n>/ with its _metadata written
+ * last, durably.  Without a directory checkpoints are taken but not
+ * persisted. */
+SL_API void sl_env_set_checkpoint_dir(sl_env_t *env, const char *dir);
+/* Completed checkpoints kept (execution.checkpointing.num-retained, default 1). */
+SL_API void sl_env_set_checkpoints_retained(sl_env_t *env, int n);
 /* Checkpoints completed in the last run. */
 SL_API int64_t sl_env_checkpoints_completed(const sl_env_t *env);
 /* Disables operator chaining (every operator in its own task). */

@@ -26,6 +26,7 @@ sl_env_t *sl_env_new(void) {
     env->chaining = true;
     env->clock = default_clock;
     sl_ckpt_config_defaults(&env->ckpt);
+    env->ckpt_retained = 1;
     env->tags.n = 1;
     env->tags.tags = sl_calloc(1, sizeof(sl_tag_t));
     pthread_mutex_init(&env->run_mu, NULL);
@@ -49,6 +50,7 @@ void sl_env_destroy(sl_env_t *env) {
     }
     sl_free(env->nodes);
     sl_free(env->edges);
+    sl_free(env->ckpt_dir);
     for (int i = env->nowned - 1; i >= 0; i--) env->owned[i].free_fn(env->owned[i].p);
     sl_free(env->owned);
     for (int i = 1; i < env->tags.n; i++) {
@@ -134,6 +136,22 @@ void sl_env_enable_checkpointing(sl_env_t *env, int64_t interval_ms, sl_checkpoi
 }
 
 int64_t sl_env_checkpoints_completed(const sl_env_t *env) { return env->ckpts_completed; }
+
+void sl_env_set_checkpoint_dir(sl_env_t *env, const char *dir) {
+    if (!dir || !*dir) {
+        sl_env_errorf(env, "execution.checkpointing.dir: empty path");
+        return;
+    }
+    sl_free(env->ckpt_dir);
+    env->ckpt_dir = sl_strdup(dir);
+}
+
+void sl_env_set_checkpoints_retained(sl_env_t *env, int n) {
+    if (n < 1)
+        sl_env_errorf(env, "execution.checkpointing.num-retained: %d must be at least 1", n);
+    else
+        env->ckpt_retained = n;
+}
 
 void sl_env_set_clock(sl_env_t *env, sl_clock_fn fn, void *ctx) {
     env->clock = fn ? fn : default_clock;

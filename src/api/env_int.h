@@ -28,6 +28,8 @@ struct sl_env {
     bool ckpt_enabled;
     sl_ckpt_config_t ckpt;
     int64_t ckpts_completed;
+    char *ckpt_dir;
+    int ckpt_retained;
 
     sl_node_t **nodes;
     int nnodes;

@@ -99,15 +99,33 @@ static int64_t start_locked(sl_coordinator_t *c, int64_t *ts_out) {
 
 /* Completes p if every task acknowledged; returns true when it did (lock
  * held on entry and exit; the hook runs unlocked). */
+static void abort_locked(sl_coordinator_t *c, int i, const char *why);
+
 static bool maybe_complete(sl_coordinator_t *c, int i) {
     pending_t *p = &c->pending[i];
     if (p->nacked < c->ntasks) return false;
     int64_t id = p->id;
+    if (c->hooks.finalize) {
+        char err[512] = "";
+        p->nacked = -c->ntasks; /* finalizing: not again from another ack */
+        pthread_mutex_unlock(&c->mu);
+        int rc = c->hooks.finalize(c->hooks.ctx, id, err, sizeof err);
+        pthread_mutex_lock(&c->mu);
+        for (i = 0; i < c->npending && c->pending[i].id != id; i++) {}
+        if (i == c->npending) return false; /* dropped meanwhile (stop) */
+        if (rc < 0) {
+            char why[600];
+            snprintf(why, sizeof why, "could not be written: %s", err);
+            abort_locked(c, i, why);
+            return false;
+        }
+        p = &c->pending[i];
+    }
     sl_ckpt_stats_t *s = stats_for(c, id);
     if (s) {
         s->completed = true;
         s->duration_ms = sl_wall_ms() - p->trigger_ms;
-        s->acks = p->nacked;
+        s->acks = c->ntasks;
     }
     /* A later checkpoint subsumes earlier pending ones. */
     for (int k = c->npending - 1; k >= 0; k--)
@@ -151,12 +169,33 @@ static void abort_locked(sl_coordinator_t *c, int i, const char *why) {
     pthread_mutex_lock(&c->mu);
 }
 
+/* Unlocked: prepares and triggers checkpoint id; false if it was aborted. */
+static bool prepare_and_trigger(sl_coordinator_t *c, int64_t id, int64_t ts) {
+    if (c->hooks.prepare) {
+        char err[512] = "";
+        if (c->hooks.prepare(c->hooks.ctx, id, ts, err, sizeof err) < 0) {
+            pthread_mutex_lock(&c->mu);
+            for (int i = 0; i < c->npending; i++)
+                if (c->pending[i].id == id) {
+                    char why[600];
+                    snprintf(why, sizeof why, "could not be started: %s", err);
+                    abort_locked(c, i, why);
+                    break;
+                }
+            pthread_mutex_unlock(&c->mu);
+            return false;
+        }
+    }
+    if (c->hooks.trigger) c->hooks.trigger(c->hooks.ctx, id, ts);
+    return true;
+}
+
 int64_t sl_coordinator_trigger(sl_coordinator_t *c) {
     pthread_mutex_lock(&c->mu);
     int64_t ts = 0;
     int64_t id = start_locked(c, &ts);
     pthread_mutex_unlock(&c->mu);
-    if (id >= 0 && c->hooks.trigger) c->hooks.trigger(c->hooks.ctx, id, ts);
+    if (id >= 0 && !prepare_and_trigger(c, id, ts)) return -1;
     /* with every task finished it completes at once */
     pthread_mutex_lock(&c->mu);
     complete_ready(c);
@@ -223,7 +262,7 @@ static void *timer_main(void *arg) {
             next = now + c->cfg.interval_ms * 1000000LL;
             if (id >= 0) {
                 pthread_mutex_unlock(&c->mu);
-                if (c->hooks.trigger) c->hooks.trigger(c->hooks.ctx, id, ts);
+                prepare_and_trigger(c, id, ts);
                 pthread_mutex_lock(&c->mu);
                 complete_ready(c);
             }

@@ -20,6 +20,7 @@
 #define SL_COORDINATOR_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "runtime/barrier_handler.h"
@@ -43,6 +44,12 @@ typedef struct sl_coordinator_hooks {
     void (*aborted)(void *ctx, int64_t id, const char *why);
     /* Too many failed checkpoints: fail the job with this message. */
     void (*fail_job)(void *ctx, const char *why);
+    /* Optional: before the trigger (e.g. create chk-<id>); < 0 aborts it. */
+    int (*prepare)(void *ctx, int64_t id, int64_t ts, char *err, size_t errlen);
+    /* Optional: every task acknowledged; make the checkpoint durable (write
+     * _metadata last).  Only when it returns 0 is `complete` called; < 0
+     * aborts the checkpoint. */
+    int (*finalize)(void *ctx, int64_t id, char *err, size_t errlen);
 } sl_coordinator_hooks_t;
 
 typedef struct sl_ckpt_stats {

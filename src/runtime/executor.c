@@ -9,10 +9,13 @@
  */
 #include "runtime/executor.h"
 
+#include <ctype.h>
 #include <stdio.h>
 
 #include "api/env_int.h"
 #include "checkpoint/coordinator.h"
+#include "checkpoint/metadata.h"
+#include "checkpoint/storage.h"
 #include "common/common.h"
 #include "graph/job_graph.h"
 #include "runtime/task_int.h"
@@ -40,6 +43,11 @@ struct sl_executor {
     sl_task_t **all;       /* every task, by index */
     int nall;
     sl_coordinator_t *coord;
+    /* checkpoint storage (when a directory is set) */
+    sl_ckpt_storage_t *storage;
+    char job_id[128];
+    pthread_mutex_t ckpt_mu;
+    sl_ckpt_metadata_t *pending_md[64]; /* being assembled, by id % 64 */
 };
 
 static sl_channel_t *new_channel(sl_executor_t *ex, sl_task_t *consumer) {
@@ -98,7 +106,73 @@ static void hook_fail(void *ctx, const char *why) {
     pthread_mutex_unlock(&ex->mu);
 }
 
+/* The operator's identity in checkpoints: its uid, else its place in the
+ * graph (then only the same job can restore it, as in Flink without uids). */
+static void op_uid(const sl_node_t *n, char *buf, size_t cap) {
+    if (n->uid)
+        snprintf(buf, cap, "%s", n->uid);
+    else
+        snprintf(buf, cap, "node-%d", n->id);
+}
+
+static int hook_prepare(void *ctx, int64_t id, int64_t ts, char *err, size_t errlen) {
+    sl_executor_t *ex = ctx;
+    if (!ex->storage) return 0;
+    int rc = ex->storage->ops->create_checkpoint(ex->storage, id, err, errlen);
+    if (rc < 0) return rc;
+    sl_ckpt_metadata_t *md = sl_ckpt_metadata_new(id, ex->job_id, ex->job_name, ex->jg.max_parallelism);
+    md->trigger_ts = ts;
+    sl_ckpt_metadata_set_str(&md->backend, "heap");
+    for (int i = 0; i < ex->env->nnodes; i++) {
+        const sl_node_t *n = ex->env->nodes[i];
+        char uid[300];
+        op_uid(n, uid, sizeof uid);
+        sl_ckpt_metadata_add_operator(md, uid, n->id, sl_env_node_parallelism(ex->env, n), ex->jg.max_parallelism);
+    }
+    pthread_mutex_lock(&ex->ckpt_mu);
+    sl_ckpt_metadata_free(ex->pending_md[id % 64]);
+    ex->pending_md[id % 64] = md;
+    pthread_mutex_unlock(&ex->ckpt_mu);
+    return 0;
+}
+
+static int hook_finalize(void *ctx, int64_t id, char *err, size_t errlen) {
+    sl_executor_t *ex = ctx;
+    if (!ex->storage) return 0;
+    pthread_mutex_lock(&ex->ckpt_mu);
+    sl_ckpt_metadata_t *md = ex->pending_md[id % 64];
+    if (md && md->checkpoint_id == id) ex->pending_md[id % 64] = NULL;
+    else md = NULL;
+    pthread_mutex_unlock(&ex->ckpt_mu);
+    if (!md) return sl_errf(err, errlen, SL_ESTATE, "checkpoint %lld: no metadata being assembled", (long long)id);
+    md->completion_ts = sl_wall_ms();
+    int rc = ex->storage->ops->commit(ex->storage, md, err, errlen);
+    sl_ckpt_metadata_free(md);
+    if (rc < 0) return rc;
+    char rerr[256];
+    sl_ckpt_storage_retain(ex->storage, ex->env->ckpt_retained, rerr, sizeof rerr); /* best effort */
+    return 0;
+}
+
 void sl_executor_task_ack(sl_executor_t *ex, sl_task_t *t, int64_t id) {
+    if (ex->storage) {
+        pthread_mutex_lock(&ex->ckpt_mu);
+        sl_ckpt_metadata_t *md = ex->pending_md[id % 64];
+        if (md && md->checkpoint_id == id) {
+            const sl_job_vertex_t *v = &ex->jg.v[t->vertex];
+            for (int k = 0; k < t->nops; k++) {
+                if (!t->snaps[k].len) continue;
+                const sl_node_t *n = ex->env->nodes[v->nodes[k]];
+                char uid[300];
+                op_uid(n, uid, sizeof uid);
+                sl_ckpt_operator_t *op = sl_ckpt_metadata_find_operator(md, uid);
+                if (op && t->subtask < op->parallelism)
+                    sl_ckpt_subtask_add_blob(&op->subtasks[t->subtask], "operator-state", SL_CKPT_DIST_SPLIT,
+                                             t->snaps[k].p, t->snaps[k].len);
+            }
+        }
+        pthread_mutex_unlock(&ex->ckpt_mu);
+    }
     if (ex->coord) sl_coordinator_ack(ex->coord, id, t->index);
 }
 
@@ -108,6 +182,7 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
     ex->job_name = sl_strdup(job_name ? job_name : "job");
     pthread_mutex_init(&ex->mu, NULL);
     pthread_cond_init(&ex->cv, NULL);
+    pthread_mutex_init(&ex->ckpt_mu, NULL);
     int rc = sl_job_graph_build(env, &ex->jg, err, errlen);
     if (rc < 0) {
         sl_executor_destroy(ex);
@@ -138,6 +213,7 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
             t->ops = sl_calloc((size_t)t->nops, sizeof *t->ops);
             t->outs = sl_calloc((size_t)t->nops, sizeof *t->outs);
             t->wake = sl_calloc((size_t)t->nops, sizeof *t->wake);
+            t->snaps = sl_calloc((size_t)t->nops, sizeof *t->snaps);
             const sl_node_t *head = env->nodes[jv->nodes[0]];
             t->is_source = head->kind == SL_NODE_SOURCE;
             for (int k = 0; k < t->nops; k++) {
@@ -218,7 +294,21 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
             ex->all[ex->nall++] = t;
         }
     if (env->ckpt_enabled) {
-        sl_coordinator_hooks_t hooks = {ex, hook_trigger, hook_complete, hook_aborted, hook_fail};
+        if (env->ckpt_dir) {
+            /* the job's directory: its name, made safe for a path */
+            size_t k = 0;
+            for (const char *c = job_name ? job_name : "job"; *c && k + 1 < sizeof ex->job_id; c++)
+                ex->job_id[k++] = (isalnum((unsigned char)*c) || *c == '-' || *c == '_' || *c == '.') ? *c : '_';
+            ex->job_id[k] = 0;
+            if (!k || ex->job_id[0] == '.') snprintf(ex->job_id, sizeof ex->job_id, "job");
+            rc = sl_ckpt_storage_fs_open(env->ckpt_dir, ex->job_id, &ex->storage, err, errlen);
+            if (rc < 0) {
+                sl_executor_destroy(ex);
+                return rc;
+            }
+        }
+        sl_coordinator_hooks_t hooks = {ex,           hook_trigger, hook_complete, hook_aborted,
+                                        hook_fail,    hook_prepare, hook_finalize};
         ex->coord = sl_coordinator_new(&env->ckpt, ex->nall, hooks);
     }
     *out = ex;
@@ -328,7 +418,8 @@ void sl_executor_destroy(sl_executor_t *ex) {
             sl_free(t->writers);
             for (int g = 0; g < t->ngates; g++) sl_gate_free(&t->gates[g]);
             sl_bh_free(&t->bh);
-            sl_buf_free(&t->snap);
+            for (int k = 0; t->snaps && k < t->nops; k++) sl_buf_free(&t->snaps[k]);
+            sl_free(t->snaps);
             sl_free(t->ops);
             sl_free(t->outs);
             sl_free(t->wake);
@@ -340,6 +431,9 @@ void sl_executor_destroy(sl_executor_t *ex) {
     sl_free(ex->tasks);
     sl_free(ex->all);
     sl_coordinator_destroy(ex->coord);
+    for (int i = 0; i < 64; i++) sl_ckpt_metadata_free(ex->pending_md[i]);
+    if (ex->storage) ex->storage->ops->destroy(ex->storage);
+    pthread_mutex_destroy(&ex->ckpt_mu);
     for (int i = 0; i < ex->nchannels; i++) sl_channel_destroy(ex->channels[i]);
     sl_free(ex->channels);
     sl_job_graph_free(&ex->jg);

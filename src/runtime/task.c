@@ -56,9 +56,9 @@ static void perform_checkpoint(sl_task_t *t, int64_t id, int64_t ts) {
     for (int i = 0; i < t->nwriters; i++) sl_record_writer_barrier(t->writers[i], id, ts);
     for (int i = 0; i < t->nops && !t->failed; i++) {
         sl_operator_t *op = t->ops[i];
+        t->snaps[i].len = 0;
         if (!op->vt->snapshot_state) continue;
-        t->snap.len = 0;
-        int rc = op->vt->snapshot_state(op, id, &t->snap);
+        int rc = op->vt->snapshot_state(op, id, &t->snaps[i]);
         if (rc < 0 && !t->failed) sl_task_fail(t, rc, "snapshot failed");
     }
     if (t->failed) return;

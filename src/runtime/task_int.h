@@ -77,7 +77,7 @@ struct sl_task {
     /* checkpoints */
     int index;                   /* among all tasks of the job (coordinator's numbering) */
     sl_barrier_handler_t bh;     /* over every input channel of every gate */
-    sl_buf_t snap;               /* scratch for operator state */
+    sl_buf_t *snaps;             /* per operator: its state of the last snapshot */
     int64_t checkpoints;         /* snapshots taken */
     /* metrics */
     int64_t busy_ns, idle_ns;
