@@ -77,6 +77,13 @@ SL_API void sl_env_enable_checkpointing(sl_env_t *env, int64_t interval_ms, sl_c
 SL_API void sl_env_set_checkpoint_dir(sl_env_t *env, const char *dir);
 /* Completed checkpoints kept (execution.checkpointing.num-retained, default 1). */
 SL_API void sl_env_set_checkpoints_retained(sl_env_t *env, int n);
+/* Restores the job from a completed checkpoint: PATH is its chk-<n>
+ * directory (or a job's checkpoint directory: its latest complete one), as
+ * `sluice run --from-checkpoint PATH` / Flink's `run -s PATH`.  Operators
+ * are matched by uid.  Today: sources resume from their positions and
+ * two-phase-commit sinks recover; keyed state follows with the state
+ * backend snapshots. */
+SL_API int sl_env_restore_from(sl_env_t *env, const char *path);
 /* Checkpoints completed in the last run. */
 SL_API int64_t sl_env_checkpoints_completed(const sl_env_t *env);
 /* Disables operator chaining (every operator in its own task). */
@@ -147,6 +154,9 @@ typedef struct sl_source_ops {
      * offsets) through put.  Called on the task's thread between polls, at
      * the point where barrier `id` enters the stream. */
     int (*snapshot)(void *reader, int64_t id, void (*put)(void *put_ctx, const void *p, size_t n), void *put_ctx);
+    /* Optional: a restored job's reader resumes from what snapshot wrote
+     * (same parallelism).  Called once, right after create_reader. */
+    int (*restore)(void *reader, const void *state, size_t len, char *err, size_t errlen);
 } sl_source_ops_t;
 
 typedef struct sl_source {
@@ -184,6 +194,11 @@ typedef struct sl_sink_ops {
      * checkpoint that covers it has completed. */
     int (*pre_commit)(void *writer, int64_t id, char *err, size_t errlen);
     int (*commit)(void *writer, int64_t id, char *err, size_t errlen);
+    /* Once per run, before any subtask opens: commit what was pre-committed
+     * for checkpoints up to `restored_id` (the checkpoint being restored;
+     * 0 on a fresh start) and abort everything newer or never
+     * pre-committed — lingering transactions of an earlier run. */
+    int (*recover)(void *ctx, int64_t restored_id, char *err, size_t errlen);
 } sl_sink_ops_t;
 
 typedef struct sl_sink {

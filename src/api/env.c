@@ -3,9 +3,12 @@
  * builder creates, side-output tags, and sl_env_execute().
  */
 #include <pthread.h>
+#include <unistd.h>
 #include <stdio.h>
 
 #include "api/env_int.h"
+#include "checkpoint/metadata.h"
+#include "checkpoint/storage.h"
 #include "common/common.h"
 #include "runtime/executor.h"
 #include "state/key_group.h"
@@ -51,6 +54,8 @@ void sl_env_destroy(sl_env_t *env) {
     sl_free(env->nodes);
     sl_free(env->edges);
     sl_free(env->ckpt_dir);
+    sl_ckpt_metadata_free(env->restore_md);
+    sl_free(env->restore_path);
     for (int i = env->nowned - 1; i >= 0; i--) env->owned[i].free_fn(env->owned[i].p);
     sl_free(env->owned);
     for (int i = 1; i < env->tags.n; i++) {
@@ -242,4 +247,51 @@ int64_t sl_env_records_skipped(const sl_env_t *env, const char *id) {
         if ((n->uid && strcmp(n->uid, id) == 0) || strcmp(n->name, id) == 0) return n->records_skipped;
     }
     return SL_ENOTFOUND;
+}
+
+/* PATH: a chk-<n> directory (has _metadata), or a job's checkpoint
+ * directory (its latest complete chk-<n>). */
+int sl_env_restore_from(sl_env_t *env, const char *path) {
+    char err[900] = "";
+    char mpath[4096];
+    snprintf(mpath, sizeof mpath, "%s/_metadata", path ? path : "");
+    sl_ckpt_metadata_t *md = NULL;
+    int rc;
+    if (!path || !*path) {
+        sl_env_errorf(env, "restore: no checkpoint path given");
+        return SL_EINVAL;
+    }
+    if (access(mpath, F_OK) == 0) {
+        rc = sl_ckpt_metadata_read_file(mpath, &md, err, sizeof err);
+    } else {
+        /* a job directory: base/job -> open it as storage */
+        char base[4096], job[1024];
+        snprintf(base, sizeof base, "%s", path);
+        size_t l = strlen(base);
+        while (l > 1 && base[l - 1] == '/') base[--l] = 0;
+        char *slash = strrchr(base, '/');
+        if (slash) {
+            snprintf(job, sizeof job, "%s", slash + 1);
+            *slash = 0;
+            if (!base[0]) snprintf(base, sizeof base, "/");
+        } else {
+            snprintf(job, sizeof job, "%s", base);
+            snprintf(base, sizeof base, ".");
+        }
+        sl_ckpt_storage_t *st = NULL;
+        rc = sl_ckpt_storage_fs_open(base, job, &st, err, sizeof err);
+        if (rc == 0) {
+            rc = sl_ckpt_storage_load_latest(st, &md, err, sizeof err);
+            st->ops->destroy(st);
+        }
+    }
+    if (rc < 0) {
+        sl_env_errorf(env, "restore from '%s': %s", path, err[0] ? err : sl_strerror(rc));
+        return rc;
+    }
+    sl_ckpt_metadata_free(env->restore_md);
+    env->restore_md = md;
+    sl_free(env->restore_path);
+    env->restore_path = sl_strdup(path);
+    return 0;
 }

@@ -30,6 +30,8 @@ struct sl_env {
     int64_t ckpts_completed;
     char *ckpt_dir;
     int ckpt_retained;
+    struct sl_ckpt_metadata *restore_md; /* sl_env_restore_from */
+    char *restore_path;
 
     sl_node_t **nodes;
     int nnodes;

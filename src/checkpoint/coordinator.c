@@ -17,6 +17,7 @@ typedef struct pending {
     int64_t deadline_ns;
     bool *acked;
     int nacked;
+    bool triggered; /* prepared and triggered: may complete */
 } pending_t;
 
 struct sl_coordinator {
@@ -84,6 +85,7 @@ static int64_t start_locked(sl_coordinator_t *c, int64_t *ts_out) {
     p->deadline_ns = sl_mono_ns() + c->cfg.timeout_ms * 1000000LL;
     p->acked = sl_calloc((size_t)(c->ntasks ? c->ntasks : 1), sizeof(bool));
     p->nacked = 0;
+    p->triggered = false;
     for (int t = 0; t < c->ntasks; t++)
         if (c->finished[t]) {
             p->acked[t] = true;
@@ -145,7 +147,9 @@ static bool maybe_complete(sl_coordinator_t *c, int i) {
 static void complete_ready(sl_coordinator_t *c) {
     int best = -1;
     for (int i = 0; i < c->npending; i++)
-        if (c->pending[i].nacked >= c->ntasks && (best < 0 || c->pending[i].id > c->pending[best].id)) best = i;
+        if (c->pending[i].triggered && c->pending[i].nacked >= c->ntasks &&
+            (best < 0 || c->pending[i].id > c->pending[best].id))
+            best = i;
     if (best >= 0) maybe_complete(c, best);
 }
 
@@ -186,6 +190,10 @@ static bool prepare_and_trigger(sl_coordinator_t *c, int64_t id, int64_t ts) {
             return false;
         }
     }
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < c->npending; i++)
+        if (c->pending[i].id == id) c->pending[i].triggered = true;
+    pthread_mutex_unlock(&c->mu);
     if (c->hooks.trigger) c->hooks.trigger(c->hooks.ctx, id, ts);
     return true;
 }
@@ -321,4 +329,10 @@ int sl_coordinator_stats(sl_coordinator_t *c, sl_ckpt_stats_t *out, int cap) {
     for (int64_t i = first; i < c->nstats; i++) out[n++] = c->stats[i % STATS_KEPT];
     pthread_mutex_unlock(&c->mu);
     return n;
+}
+
+void sl_coordinator_set_next_id(sl_coordinator_t *c, int64_t next) {
+    pthread_mutex_lock(&c->mu);
+    if (next > c->next_id) c->next_id = next;
+    pthread_mutex_unlock(&c->mu);
 }

@@ -66,6 +66,8 @@ typedef struct sl_coordinator sl_coordinator_t;
 void sl_ckpt_config_defaults(sl_ckpt_config_t *c);
 sl_coordinator_t *sl_coordinator_new(const sl_ckpt_config_t *cfg, int ntasks, sl_coordinator_hooks_t hooks);
 void sl_coordinator_destroy(sl_coordinator_t *c);
+/* After a restore from checkpoint n: the next checkpoint is n + 1. */
+void sl_coordinator_set_next_id(sl_coordinator_t *c, int64_t next);
 /* Starts periodic triggering (if an interval is set). */
 void sl_coordinator_start(sl_coordinator_t *c);
 /* Stops the timer thread; pending checkpoints are dropped. */

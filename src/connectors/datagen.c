@@ -114,6 +114,7 @@ typedef struct dg_reader {
     double rate;     /* this reader's share, events/s; 0 = unlimited */
     int64_t t0;      /* monotonic ns of the first poll */
     int64_t emitted;
+    bool restored_done; /* restored splits already finished: report them on the first poll */
 } dg_reader_t;
 
 static int dg_create_reader(void *ctx, int subtask, int parallelism, void **reader, int *nsplits, char *err,
@@ -142,6 +143,11 @@ static int dg_create_reader(void *ctx, int subtask, int parallelism, void **read
 static int dg_poll(void *reader, sl_source_output_t *out, int max, char *err, size_t errlen) {
     dg_reader_t *r = reader;
     const sl_datagen_opts_t *o = r->o;
+    if (SL_UNLIKELY(r->restored_done)) {
+        r->restored_done = false;
+        for (int j = 0; j < r->n; j++)
+            if (r->splits[j].done) sl_src_split_finished(out, j);
+    }
     if (!r->live) return SL_SRC_END;
     int64_t budget = max > 0 ? max : 1;
     if (r->rate > 0) {
@@ -178,6 +184,42 @@ static int dg_poll(void *reader, sl_source_output_t *out, int max, char *err, si
     return r->live ? SL_SRC_MORE : SL_SRC_END;
 }
 
+/* Position: for each of the reader's splits, the next event index. */
+static int dg_snapshot(void *reader, int64_t id, void (*put)(void *, const void *, size_t), void *pc) {
+    dg_reader_t *r = reader;
+    int32_t n = r->n;
+    put(pc, &n, sizeof n);
+    for (int j = 0; j < r->n; j++) put(pc, &r->splits[j].next, sizeof r->splits[j].next);
+    put(pc, &r->emitted, sizeof r->emitted);
+    return 0;
+}
+
+static int dg_restore(void *reader, const void *state, size_t len, char *err, size_t errlen) {
+    dg_reader_t *r = reader;
+    int32_t n;
+    if (len < sizeof n) return sl_errf(err, errlen, SL_EFORMAT, "datagen: restored state is truncated");
+    memcpy(&n, state, sizeof n);
+    if (n != r->n || len != sizeof n + (size_t)n * 8 + 8)
+        return sl_errf(err, errlen, SL_EFORMAT, "datagen: restored state is for %d splits, this reader has %d", n, r->n);
+    const uint8_t *p = (const uint8_t *)state + sizeof n;
+    for (int j = 0; j < r->n; j++, p += 8) {
+        dg_split_t *sp = &r->splits[j];
+        memcpy(&sp->next, p, 8);
+        if (sp->next < 0 || (sp->end >= 0 && sp->next > sp->end))
+            return sl_errf(err, errlen, SL_EFORMAT, "datagen: restored position %lld is outside split %d",
+                           (long long)sp->next, j);
+        if (sp->end >= 0 && sp->next >= sp->end && !sp->done) {
+            sp->done = true;
+            r->live--;
+            r->restored_done = true;
+        }
+    }
+    memcpy(&r->emitted, p, 8);
+    r->t0 = 0; /* the rate restarts from now */
+    r->emitted = 0;
+    return 0;
+}
+
 static void dg_destroy_reader(void *reader) {
     dg_reader_t *r = reader;
     if (!r) return;
@@ -190,6 +232,8 @@ static void dg_destroy(void *ctx) { sl_free(ctx); }
 static const sl_source_ops_t datagen_ops = {
     .name = "datagen",
     .create_reader = dg_create_reader,
+    .snapshot = dg_snapshot,
+    .restore = dg_restore,
     .poll = dg_poll,
     .destroy_reader = dg_destroy_reader,
     .destroy = dg_destroy,

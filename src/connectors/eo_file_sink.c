@@ -15,10 +15,12 @@
  *
  * Hidden names start with a dot, so readers of dir see only committed,
  * complete part files.  `attempt` is unique per run of the job, so files of
- * an earlier run are never mistaken for this run's; a restore (next step)
- * commits the earlier run's pending files that its checkpoint covers and
- * deletes the rest.  Transactions without records produce no file.
+ * an earlier run are never mistaken for this run's; recover (run once
+ * before a job starts) commits the earlier runs' pending files that the
+ * restored checkpoint covers and deletes the rest.  Transactions without
+ * records produce no file.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -230,6 +232,49 @@ static void eo_destroy(void *vctx) {
     sl_free(ctx);
 }
 
+/* Before a run: pending files of checkpoints up to `restored_id` are
+ * committed (idempotently), newer pending and all in-progress files are
+ * removed — whichever subtask or earlier attempt wrote them. */
+static int eo_recover(void *vctx, int64_t restored_id, char *err, size_t errlen) {
+    const eo_ctx_t *ctx = vctx;
+    DIR *d = opendir(ctx->dir);
+    if (!d) return errno == ENOENT ? 0 : sl_errf(err, errlen, SL_EIO, "exactly-once file sink: cannot list '%s': %s",
+                                                 ctx->dir, strerror(errno));
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && !rc) {
+        const char *nm = e->d_name;
+        if (strncmp(nm, ".part-", 6) != 0) continue;
+        size_t n = strlen(ctx->dir) + strlen(nm) + 2;
+        char *path = sl_malloc(n);
+        snprintf(path, n, "%s/%s", ctx->dir, nm);
+        int sub;
+        long long ckpt;
+        char attempt[64];
+        size_t l = strlen(nm);
+        if (l > 8 && strcmp(nm + l - 8, ".pending") == 0 &&
+            sscanf(nm, ".part-%d-%lld-%63[0-9a-f].pending", &sub, &ckpt, attempt) == 3 && ckpt <= restored_id) {
+            char final[64];
+            snprintf(final, sizeof final, "part-%d-%lld", sub, ckpt);
+            size_t fn = strlen(ctx->dir) + strlen(final) + 2;
+            char *fpath = sl_malloc(fn);
+            snprintf(fpath, fn, "%s/%s", ctx->dir, final);
+            struct stat st;
+            if (stat(fpath, &st) == 0)
+                unlink(path); /* committed before the crash */
+            else if (rename(path, fpath) != 0)
+                rc = sl_errf(err, errlen, SL_EIO, "exactly-once file sink: cannot commit '%s': %s", path,
+                             strerror(errno));
+            sl_free(fpath);
+        } else if (unlink(path) != 0 && errno != ENOENT) {
+            rc = sl_errf(err, errlen, SL_EIO, "exactly-once file sink: cannot remove '%s': %s", path, strerror(errno));
+        }
+        sl_free(path);
+    }
+    closedir(d);
+    return rc ? rc : fsync_dir(ctx->dir, err, errlen);
+}
+
 static const sl_sink_ops_t eo_ops = {
     .name = "exactly-once-file",
     .open = eo_open,
@@ -239,6 +284,7 @@ static const sl_sink_ops_t eo_ops = {
     .destroy = eo_destroy,
     .pre_commit = eo_pre_commit,
     .commit = eo_commit,
+    .recover = eo_recover,
 };
 
 sl_sink_t sl_exactly_once_file_sink(const char *dir, sl_format_t fmt) {

@@ -136,7 +136,10 @@ struct sl_operator {
     int nstates;
     /* counters */
     int64_t records_in, records_out, records_skipped;
-    int chain_index;  /* position in its task's chain (set by the task) */
+    int chain_index;
+    /* restored operator state (owned by the executor; NULL: fresh start) */
+    const uint8_t *restored_state;
+    size_t restored_len;  /* position in its task's chain (set by the task) */
 };
 
 /* Initializes the base; creates the keyed backend and timer service when

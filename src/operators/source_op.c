@@ -237,6 +237,13 @@ static int src_open(sl_operator_t *o) {
     int nsplits = 0;
     int rc = src->ops->create_reader(src->ctx, o->subtask, o->parallelism, &op->reader, &nsplits, err, sizeof err);
     if (rc < 0) return sl_op_fail(o, rc, "cannot open source: %s", err[0] ? err : sl_strerror(rc));
+    if (o->restored_state) {
+        if (!src->ops->restore)
+            return sl_op_fail(o, SL_EINVAL, "the checkpoint has a position for this source, but source '%s' cannot restore",
+                              src->ops->name ? src->ops->name : "?");
+        rc = src->ops->restore(op->reader, o->restored_state, o->restored_len, err, sizeof err);
+        if (rc < 0) return sl_op_fail(o, rc, "cannot restore the source's position: %s", err);
+    }
     op->nsplits = nsplits;
     op->splits = sl_calloc((size_t)(nsplits > 0 ? nsplits : 1), sizeof *op->splits);
     int64_t now = sl_op_now(o);

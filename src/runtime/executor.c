@@ -18,6 +18,7 @@
 #include "checkpoint/storage.h"
 #include "common/common.h"
 #include "graph/job_graph.h"
+#include "operators/basic_ops.h"
 #include "runtime/task_int.h"
 
 void sl_chain_out_init(sl_chain_out_t *co, sl_task_t *t, int ntags);
@@ -235,6 +236,27 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
                 init.task = t;
                 sl_operator_t *op = n->create(n->spec, &init);
                 op->chain_index = k;
+                if (env->restore_md) {
+                    char uid[300];
+                    op_uid(n, uid, sizeof uid);
+                    const sl_ckpt_operator_t *mo = sl_ckpt_metadata_find_operator(env->restore_md, uid);
+                    if (mo) {
+                        if (mo->parallelism != jv->parallelism) {
+                            rc = sl_errf(err, errlen, SL_EINVAL,
+                                         "restore: operator '%s' had parallelism %d in checkpoint %lld, now %d; "
+                                         "changing the parallelism of operator state is not supported yet",
+                                         uid, mo->parallelism, (long long)env->restore_md->checkpoint_id,
+                                         jv->parallelism);
+                        } else {
+                            const sl_ckpt_blob_t *b = sl_ckpt_find_blob(mo->subtasks[s].blobs, mo->subtasks[s].nblobs,
+                                                                        "operator-state");
+                            if (b) {
+                                op->restored_state = b->data;
+                                op->restored_len = b->len;
+                            }
+                        }
+                    }
+                }
                 t->ops[k] = op;
                 t->wake[k] = INT64_MAX;
                 sl_chain_out_init(&t->outs[k], t, ntags);
@@ -242,6 +264,31 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
             }
             for (int in = 0; in < head->ninputs; in++) sl_gate_init(&t->gates[in], t, in, head->in_schema[in]);
             t->ngates = head->ninputs;
+        }
+    }
+    if (rc < 0) {
+        sl_executor_destroy(ex);
+        return rc;
+    }
+    if (env->restore_md) { /* state nobody takes is refused (Flink: --allowNonRestoredState) */
+        for (int i = 0; i < env->restore_md->noperators; i++) {
+            const sl_ckpt_operator_t *mo = &env->restore_md->operators[i];
+            bool has_state = mo->nblobs > 0;
+            for (int st = 0; st < mo->parallelism; st++)
+                has_state = has_state || mo->subtasks[st].nblobs > 0 || mo->subtasks[st].nhandles > 0;
+            bool matched = false;
+            for (int k = 0; k < env->nnodes && !matched; k++) {
+                char uid[300];
+                op_uid(env->nodes[k], uid, sizeof uid);
+                matched = strcmp(uid, mo->uid) == 0;
+            }
+            if (has_state && !matched) {
+                rc = sl_errf(err, errlen, SL_EINVAL,
+                             "restore: checkpoint %lld holds state for operator '%s', which is not in this job",
+                             (long long)env->restore_md->checkpoint_id, mo->uid);
+                sl_executor_destroy(ex);
+                return rc;
+            }
         }
     }
     /* edges: chained calls or channels */
@@ -310,6 +357,22 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
         sl_coordinator_hooks_t hooks = {ex,           hook_trigger, hook_complete, hook_aborted,
                                         hook_fail,    hook_prepare, hook_finalize};
         ex->coord = sl_coordinator_new(&env->ckpt, ex->nall, hooks);
+        if (env->restore_md) sl_coordinator_set_next_id(ex->coord, env->restore_md->checkpoint_id + 1);
+    }
+    /* two-phase-commit sinks settle what an earlier run left behind */
+    int64_t restored = env->restore_md ? env->restore_md->checkpoint_id : 0;
+    for (int i = 0; i < env->nnodes; i++) {
+        const sl_node_t *n = env->nodes[i];
+        if (n->kind != SL_NODE_SINK) continue;
+        const sl_sink_spec_t *sp = n->spec;
+        if (!sp->sink.ops->recover) continue;
+        char serr[512] = "";
+        rc = sp->sink.ops->recover(sp->sink.ctx, restored, serr, sizeof serr);
+        if (rc < 0) {
+            sl_errf(err, errlen, rc, "sink '%s': recovery failed: %s", n->name, serr);
+            sl_executor_destroy(ex);
+            return rc;
+        }
     }
     *out = ex;
     return 0;
