@@ -15,16 +15,134 @@
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static pid_t spawn(const char *out, const char *ckpt, long long n, bool restore) {
+static pid_t spawn(const char *out, const char *ckpt, long long n, bool restore, bool window) {
     pid_t pid = fork();
     if (pid == 0) {
         char ns[32];
         snprintf(ns, sizeof ns, "%lld", n);
-        freopen("/dev/null", "w", stdout);
-        execl(SLUICE_EO_JOB, SLUICE_EO_JOB, out, ckpt, ns, restore ? "--restore" : NULL, (char *)NULL);
+        if (!freopen("/dev/null", "w", stdout)) _exit(126);
+        execl(SLUICE_EO_JOB, SLUICE_EO_JOB, out, ckpt, ns, restore ? "--restore" : "--fresh",
+              window ? "--window" : "--plain", (char *)NULL);
         _exit(127);
     }
     return pid;
+}
+
+/* Runs the job, killing it `kills` times at random moments and restarting
+ * it from its latest checkpoint, until it finishes.  Returns the kills. */
+static int run_with_kills(const char *out, const char *ckpt, long long n, bool window, int kills, int max_ms) {
+    int killed = 0;
+    bool first = true;
+    for (int round = 0; round < kills + 20; round++) {
+        pid_t pid = spawn(out, ckpt, n, !first, window);
+        first = false;
+        if (killed < kills) {
+            struct timespec ts = {0, (long)(20 + rand() % max_ms) * 1000000L};
+            nanosleep(&ts, NULL);
+            kill(pid, SIGKILL);
+        }
+        int st;
+        waitpid(pid, &st, 0);
+        if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {
+            killed++;
+            continue;
+        }
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return killed;
+        return -1;
+    }
+    return -1;
+}
+
+/* Every committed line of the part files in dir (hidden files counted). */
+static long long read_lines(const char *dir, char **lines, long long cap, int *hidden) {
+    long long n = 0;
+    *hidden = 0;
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    struct dirent *e;
+    char *buf = NULL;
+    size_t bcap = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') {
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) (*hidden)++;
+            continue;
+        }
+        char p[1400];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(p, "r");
+        ssize_t l;
+        while (f && (l = getline(&buf, &bcap, f)) > 0 && n < cap) {
+            if (buf[l - 1] == '\n') buf[--l] = 0;
+            lines[n++] = strdup(buf);
+        }
+        if (f) fclose(f);
+    }
+    free(buf);
+    closedir(d);
+    return n;
+}
+
+/* Keyed state survives kill -9: window results of a killed-and-restored
+ * run equal the brute-force windows of the generator, each exactly once. */
+TEST(kill9_windows_exactly_once) {
+    const long long N = 300000;
+    char out[1024], ckpt[1024];
+    snprintf(out, sizeof out, "%s/kill9w-out", sl_test_tmpdir());
+    snprintf(ckpt, sizeof ckpt, "%s/kill9w-ckpt", sl_test_tmpdir());
+    int kills = getenv("SLUICE_KILL9_KILLS") ? atoi(getenv("SLUICE_KILL9_KILLS")) : 8;
+    int killed = run_with_kills(out, ckpt, N, true, kills, 300);
+    fprintf(stderr, "  windows: killed %d times\n", killed);
+    CHECK(killed >= 1);
+    /* expected: per (card, 1-minute window) count and cents */
+    sl_datagen_opts_t g = sl_datagen_defaults();
+    g.seed = 7;
+    g.count = N;
+    g.splits = 4;
+    g.cards = 500;
+    g.late_fraction = 0;
+    g.max_disorder_ms = 2000;
+    g.ts_step_ms = 2;
+    typedef struct { int64_t card, start, n, cents; } win_t;
+    int64_t cap = 1 << 20, nw = 0;
+    win_t *tab = calloc((size_t)cap, sizeof *tab);
+    for (int sp = 0; sp < 4; sp++)
+        for (int64_t i = 0; i < sl_datagen_split_count(&g, sp); i++) {
+            sl_datagen_event_t ev;
+            sl_datagen_event(&g, sp, i, &ev);
+            int64_t start = ev.ts - (((ev.ts % 60000) + 60000) % 60000);
+            uint64_t h = ((uint64_t)ev.card_id * 0x9e3779b97f4a7c15ULL) ^ (uint64_t)start * 31;
+            int64_t slot = (int64_t)(h % (uint64_t)cap);
+            while (tab[slot].n && (tab[slot].card != ev.card_id || tab[slot].start != start)) slot = (slot + 1) % cap;
+            if (!tab[slot].n) {
+                tab[slot].card = ev.card_id;
+                tab[slot].start = start;
+                nw++;
+            }
+            tab[slot].n++;
+            tab[slot].cents += (int64_t)(ev.amount * 100 + 0.5);
+        }
+    char **want = calloc((size_t)nw, sizeof *want);
+    int64_t k = 0;
+    for (int64_t i = 0; i < cap; i++)
+        if (tab[i].n) {
+            char b[128];
+            snprintf(b, sizeof b, "%lld,%lld,%lld,%lld", (long long)tab[i].card, (long long)tab[i].start,
+                     (long long)tab[i].n, (long long)tab[i].cents);
+            want[k++] = strdup(b);
+        }
+    free(tab);
+    char **got = calloc((size_t)nw + 16, sizeof *got);
+    int hidden;
+    long long ng = read_lines(out, got, nw + 16, &hidden);
+    CHECK_EQ(hidden, 0);
+    CHECK_EQ(ng, nw);
+    qsort(want, (size_t)nw, sizeof *want, cmp_str);
+    qsort(got, (size_t)ng, sizeof *got, cmp_str);
+    for (long long i = 0; i < nw; i++) CHECK_STR(got[i], want[i]);
+    for (long long i = 0; i < nw; i++) free(want[i]);
+    for (long long i = 0; i < ng; i++) free(got[i]);
+    free(want);
+    free(got);
 }
 
 TEST(kill9_exactly_once) {
@@ -38,29 +156,8 @@ TEST(kill9_exactly_once) {
     int kills = getenv("SLUICE_KILL9_KILLS") ? atoi(getenv("SLUICE_KILL9_KILLS")) : 12;
     fprintf(stderr, "  seed %u, %d kills\n", seed, kills);
     srand(seed);
-    int killed = 0, restarts = 0;
-    bool first = true, done = false;
-    for (int round = 0; round < kills + 20 && !done; round++) {
-        pid_t pid = spawn(out, ckpt, N, !first);
-        first = false;
-        if (killed < kills) {
-            struct timespec ts = {0, (long)(20 + rand() % 230) * 1000000L};
-            nanosleep(&ts, NULL);
-            kill(pid, SIGKILL);
-        }
-        int st;
-        waitpid(pid, &st, 0);
-        if (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) {
-            killed++;
-            restarts++;
-            continue;
-        }
-        CHECK(WIFEXITED(st));
-        CHECK_EQ(WEXITSTATUS(st), 0);
-        done = true;
-    }
-    fprintf(stderr, "  killed %d times, finished after %d restarts\n", killed, restarts);
-    CHECK(done);
+    int killed = run_with_kills(out, ckpt, N, false, kills, 230);
+    fprintf(stderr, "  killed %d times\n", killed);
     CHECK(killed >= 1);
     /* committed output vs the generator, line by line (as the sink encodes) */
     sl_datagen_opts_t g = sl_datagen_defaults();
@@ -125,5 +222,6 @@ TEST(kill9_exactly_once) {
 
 int main(void) {
     RUN(kill9_exactly_once);
+    RUN(kill9_windows_exactly_once);
     TEST_MAIN_END();
 }

@@ -292,6 +292,12 @@ int sl_env_restore_from(sl_env_t *env, const char *path) {
     sl_ckpt_metadata_free(env->restore_md);
     env->restore_md = md;
     sl_free(env->restore_path);
-    env->restore_path = sl_strdup(path);
+    if (access(mpath, F_OK) == 0) {
+        env->restore_path = sl_strdup(path);
+    } else {
+        char chk[4200];
+        snprintf(chk, sizeof chk, "%s/chk-%lld", path, (long long)md->checkpoint_id);
+        env->restore_path = sl_strdup(chk);
+    }
     return 0;
 }

@@ -31,7 +31,7 @@ struct sl_env {
     char *ckpt_dir;
     int ckpt_retained;
     struct sl_ckpt_metadata *restore_md; /* sl_env_restore_from */
-    char *restore_path;
+    char *restore_path; /* the restored chk-<n> directory */
 
     sl_node_t **nodes;
     int nnodes;

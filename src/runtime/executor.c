@@ -15,6 +15,7 @@
 #include "api/env_int.h"
 #include "checkpoint/coordinator.h"
 #include "checkpoint/metadata.h"
+#include "checkpoint/state_file.h"
 #include "checkpoint/storage.h"
 #include "common/common.h"
 #include "graph/job_graph.h"
@@ -49,6 +50,11 @@ struct sl_executor {
     char job_id[128];
     pthread_mutex_t ckpt_mu;
     sl_ckpt_metadata_t *pending_md[64]; /* being assembled, by id % 64 */
+    /* the asynchronous phase: one writer thread, a queue of task snapshots */
+    pthread_t writer;
+    bool writer_started, writer_stop;
+    pthread_cond_t writer_cv;
+    struct wq { sl_ckpt_task_snap_t *snap; struct wq *next; } *wq_head, *wq_tail;
 };
 
 static sl_channel_t *new_channel(sl_executor_t *ex, sl_task_t *consumer) {
@@ -155,26 +161,201 @@ static int hook_finalize(void *ctx, int64_t id, char *err, size_t errlen) {
     return 0;
 }
 
-void sl_executor_task_ack(sl_executor_t *ex, sl_task_t *t, int64_t id) {
-    if (ex->storage) {
-        pthread_mutex_lock(&ex->ckpt_mu);
-        sl_ckpt_metadata_t *md = ex->pending_md[id % 64];
-        if (md && md->checkpoint_id == id) {
-            const sl_job_vertex_t *v = &ex->jg.v[t->vertex];
-            for (int k = 0; k < t->nops; k++) {
-                if (!t->snaps[k].len) continue;
-                const sl_node_t *n = ex->env->nodes[v->nodes[k]];
-                char uid[300];
-                op_uid(n, uid, sizeof uid);
-                sl_ckpt_operator_t *op = sl_ckpt_metadata_find_operator(md, uid);
-                if (op && t->subtask < op->parallelism)
-                    sl_ckpt_subtask_add_blob(&op->subtasks[t->subtask], "operator-state", SL_CKPT_DIST_SPLIT,
-                                             t->snaps[k].p, t->snaps[k].len);
-            }
-        }
-        pthread_mutex_unlock(&ex->ckpt_mu);
+static void snap_free(sl_ckpt_task_snap_t *snap) {
+    for (int k = 0; k < snap->nops; k++) {
+        sl_buf_free(&snap->blobs[k]);
+        if (snap->keyed[k]) sl_kb_snapshot_release(snap->keyed[k]);
+        if (snap->timers[k]) sl_timers_snapshot_release(snap->timers[k]);
     }
-    if (ex->coord) sl_coordinator_ack(ex->coord, id, t->index);
+    sl_free(snap->blobs);
+    sl_free(snap->keyed);
+    sl_free(snap->timers);
+    sl_free(snap->ranges);
+    sl_free(snap);
+}
+
+#define TIMER_SECTION(kg) ((1ull << 32) | (uint64_t)(kg))
+
+/* Writes keyed operator k's state and timers: one section per key group. */
+static int write_keyed(sl_executor_t *ex, sl_ckpt_task_snap_t *snap, int k, const char *name, sl_sf_info_t *info,
+                       char *err, size_t errlen) {
+    sl_ckpt_out_t *out = NULL;
+    int rc = ex->storage->ops->open_output(ex->storage, snap->id, SL_CKPT_SCOPE_EXCLUSIVE, name, &out, err, errlen);
+    if (rc < 0) return rc;
+    sl_state_file_writer_t *w = NULL;
+    rc = sl_sf_writer_new(out, SL_SF_KIND_KEYED, &w, err, errlen);
+    if (rc < 0) return rc;
+    sl_buf_t buf = {0};
+    for (int kg = snap->ranges[k].start; kg < snap->ranges[k].end && rc == 0; kg++) {
+        buf.len = 0;
+        rc = sl_kb_snapshot_write(snap->keyed[k], kg, &buf);
+        if (rc == 0) rc = sl_sf_begin_section(w, (uint64_t)kg);
+        if (rc == 0) rc = sl_sf_put_raw(w, buf.p, buf.len);
+        if (rc == 0) rc = sl_sf_end_section(w);
+        if (rc == 0 && snap->timers[k]) {
+            buf.len = 0;
+            rc = sl_timers_snapshot_write_kg(snap->timers[k], kg, &buf);
+            if (rc == 0) rc = sl_sf_begin_section(w, TIMER_SECTION(kg));
+            if (rc == 0) rc = sl_sf_put_raw(w, buf.p, buf.len);
+            if (rc == 0) rc = sl_sf_end_section(w);
+        }
+    }
+    sl_buf_free(&buf);
+    if (rc < 0) {
+        sl_errf(err, errlen, rc, "writing %s: %s", name, sl_sf_writer_message(w));
+        sl_sf_writer_abort(w);
+        return rc;
+    }
+    return sl_sf_writer_close(w, info, err, errlen);
+}
+
+/* The asynchronous phase of one task's snapshot: persist, then acknowledge. */
+static void persist(sl_executor_t *ex, sl_ckpt_task_snap_t *snap) {
+    sl_task_t *t = snap->task;
+    char err[600] = "";
+    int rc = 0;
+    if (ex->storage) {
+        const sl_job_vertex_t *v = &ex->jg.v[t->vertex];
+        for (int k = 0; k < snap->nops && rc == 0; k++) {
+            const sl_node_t *n = ex->env->nodes[v->nodes[k]];
+            char uid[300];
+            op_uid(n, uid, sizeof uid);
+            sl_sf_info_t info;
+            memset(&info, 0, sizeof info);
+            char name[64];
+            snprintf(name, sizeof name, "keyed-%d-%d", n->id, t->subtask);
+            bool wrote = false;
+            if (snap->keyed[k]) {
+                rc = write_keyed(ex, snap, k, name, &info, err, sizeof err);
+                wrote = rc == 0;
+            }
+            pthread_mutex_lock(&ex->ckpt_mu);
+            sl_ckpt_metadata_t *md = ex->pending_md[snap->id % 64];
+            if (md && md->checkpoint_id == snap->id) {
+                sl_ckpt_operator_t *op = sl_ckpt_metadata_find_operator(md, uid);
+                if (op && t->subtask < op->parallelism) {
+                    sl_ckpt_subtask_t *st = &op->subtasks[t->subtask];
+                    if (wrote) sl_ckpt_subtask_add_file(st, SL_CKPT_SCOPE_EXCLUSIVE, name, &info);
+                    if (snap->blobs[k].len)
+                        sl_ckpt_subtask_add_blob(st, "operator-state", SL_CKPT_DIST_SPLIT, snap->blobs[k].p,
+                                                 snap->blobs[k].len);
+                }
+            }
+            pthread_mutex_unlock(&ex->ckpt_mu);
+            sl_sf_info_free(&info);
+        }
+    }
+    int64_t id = snap->id;
+    snap_free(snap);
+    if (!ex->coord) return;
+    if (rc < 0)
+        sl_coordinator_decline(ex->coord, id, t->index, err);
+    else
+        sl_coordinator_ack(ex->coord, id, t->index);
+}
+
+static void *writer_main(void *arg) {
+    sl_executor_t *ex = arg;
+    pthread_mutex_lock(&ex->ckpt_mu);
+    for (;;) {
+        while (!ex->wq_head && !ex->writer_stop) pthread_cond_wait(&ex->writer_cv, &ex->ckpt_mu);
+        if (!ex->wq_head) break;
+        struct wq *q = ex->wq_head;
+        ex->wq_head = q->next;
+        if (!ex->wq_head) ex->wq_tail = NULL;
+        pthread_mutex_unlock(&ex->ckpt_mu);
+        if (ex->writer_stop)
+            snap_free(q->snap); /* the job is over: drop it */
+        else
+            persist(ex, q->snap);
+        sl_free(q);
+        pthread_mutex_lock(&ex->ckpt_mu);
+    }
+    pthread_mutex_unlock(&ex->ckpt_mu);
+    return NULL;
+}
+
+void sl_executor_task_snapshot(sl_executor_t *ex, sl_ckpt_task_snap_t *snap) {
+    if (!ex) {
+        snap_free(snap);
+        return;
+    }
+    struct wq *q = sl_malloc(sizeof *q);
+    q->snap = snap;
+    q->next = NULL;
+    pthread_mutex_lock(&ex->ckpt_mu);
+    if (!ex->writer_started) { /* no writer (no checkpointing): nothing to persist */
+        pthread_mutex_unlock(&ex->ckpt_mu);
+        sl_free(q);
+        persist(ex, snap);
+        return;
+    }
+    if (ex->wq_tail)
+        ex->wq_tail->next = q;
+    else
+        ex->wq_head = q;
+    ex->wq_tail = q;
+    pthread_cond_signal(&ex->writer_cv);
+    pthread_mutex_unlock(&ex->ckpt_mu);
+}
+
+/* Loads keyed state and timers of op (node n, subtask s) from the restored
+ * checkpoint: every key group of its range, from whichever old subtask's
+ * file holds it (so a different parallelism works). */
+static int restore_keyed(sl_env_t *env, const sl_node_t *n, sl_operator_t *op, const char *uid, char *err,
+                         size_t errlen) {
+    const sl_ckpt_operator_t *mo = sl_ckpt_metadata_find_operator(env->restore_md, uid);
+    if (!mo || !op->kb) return 0;
+    if (mo->max_parallelism != op->max_parallelism)
+        return sl_errf(err, errlen, SL_EINVAL,
+                       "restore: operator '%s' had max parallelism %d, now %d: keyed state cannot be restored "
+                       "(pipeline.max-parallelism must not change)",
+                       uid, mo->max_parallelism, op->max_parallelism);
+    sl_state_file_reader_t *r = NULL;
+    const sl_ckpt_state_handle_t *open_h = NULL;
+    int rc = 0;
+    for (int kg = op->kg_range.start; kg < op->kg_range.end && rc == 0; kg++) {
+        const sl_ckpt_state_handle_t *h = NULL;
+        for (int s = 0; s < mo->parallelism && !h; s++) {
+            const sl_ckpt_subtask_t *st = &mo->subtasks[s];
+            if (kg < st->range.start || kg >= st->range.end) continue;
+            for (int i = 0; i < st->nhandles; i++)
+                if (st->handles[i].kind == SL_SF_KIND_KEYED) h = &st->handles[i];
+        }
+        if (!h) continue; /* no state for this key group */
+        if (h != open_h) {
+            if (r) sl_sf_reader_close(r);
+            r = NULL;
+            char path[4600];
+            snprintf(path, sizeof path, "%s/%s", env->restore_path, h->path);
+            rc = sl_sf_reader_open(path, SL_SF_KIND_KEYED, SL_SF_LAZY, &r, err, errlen);
+            if (rc < 0) break;
+            if (sl_sf_reader_size(r) != h->size || sl_sf_reader_checksum(r) != h->checksum) {
+                rc = sl_errf(err, errlen, SL_EFORMAT, "restore: %s is not the file the checkpoint's metadata describes",
+                             path);
+                break;
+            }
+            open_h = h;
+        }
+        sl_sf_cursor_t c;
+        rc = sl_sf_reader_section(r, (uint64_t)kg, &c, err, errlen);
+        if (rc == SL_ENOTFOUND) {
+            rc = 0;
+            continue;
+        }
+        if (rc < 0) break;
+        if (c.len) rc = op->kb->ops->restore(op->kb, kg, c.p, c.len, err, errlen);
+        if (rc < 0 || !op->timers) continue;
+        rc = sl_sf_reader_section(r, TIMER_SECTION(kg), &c, err, errlen);
+        if (rc == SL_ENOTFOUND) {
+            rc = 0;
+            continue;
+        }
+        if (rc == 0 && c.len) rc = sl_timers_restore_kg(op->timers, kg, c.p, c.len, err, errlen);
+    }
+    if (r) sl_sf_reader_close(r);
+    (void)n;
+    return rc;
 }
 
 int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, char *err, size_t errlen) {
@@ -184,6 +365,7 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
     pthread_mutex_init(&ex->mu, NULL);
     pthread_cond_init(&ex->cv, NULL);
     pthread_mutex_init(&ex->ckpt_mu, NULL);
+    pthread_cond_init(&ex->writer_cv, NULL);
     int rc = sl_job_graph_build(env, &ex->jg, err, errlen);
     if (rc < 0) {
         sl_executor_destroy(ex);
@@ -214,7 +396,6 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
             t->ops = sl_calloc((size_t)t->nops, sizeof *t->ops);
             t->outs = sl_calloc((size_t)t->nops, sizeof *t->outs);
             t->wake = sl_calloc((size_t)t->nops, sizeof *t->wake);
-            t->snaps = sl_calloc((size_t)t->nops, sizeof *t->snaps);
             const sl_node_t *head = env->nodes[jv->nodes[0]];
             t->is_source = head->kind == SL_NODE_SOURCE;
             for (int k = 0; k < t->nops; k++) {
@@ -241,13 +422,16 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
                     op_uid(n, uid, sizeof uid);
                     const sl_ckpt_operator_t *mo = sl_ckpt_metadata_find_operator(env->restore_md, uid);
                     if (mo) {
-                        if (mo->parallelism != jv->parallelism) {
+                        bool blobs = false;
+                        for (int q = 0; q < mo->parallelism; q++) blobs = blobs || mo->subtasks[q].nblobs > 0;
+                        if (mo->parallelism != jv->parallelism && blobs) {
                             rc = sl_errf(err, errlen, SL_EINVAL,
                                          "restore: operator '%s' had parallelism %d in checkpoint %lld, now %d; "
-                                         "changing the parallelism of operator state is not supported yet",
+                                         "redistributing operator state (source positions, sink transactions) to "
+                                         "another parallelism is not supported yet",
                                          uid, mo->parallelism, (long long)env->restore_md->checkpoint_id,
                                          jv->parallelism);
-                        } else {
+                        } else if (mo->parallelism == jv->parallelism) {
                             const sl_ckpt_blob_t *b = sl_ckpt_find_blob(mo->subtasks[s].blobs, mo->subtasks[s].nblobs,
                                                                         "operator-state");
                             if (b) {
@@ -255,6 +439,12 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
                                 op->restored_len = b->len;
                             }
                         }
+                    }
+                    if (rc == 0) {
+                        char kerr[600] = "";
+                        int krc = restore_keyed(env, n, op, uid, kerr, sizeof kerr);
+                        if (krc < 0) rc = sl_errf(err, errlen, krc, "restore of operator '%s' (%d/%d): %s", uid, s + 1,
+                                                  jv->parallelism, kerr);
                     }
                 }
                 t->ops[k] = op;
@@ -428,12 +618,23 @@ int sl_executor_run(sl_executor_t *ex, char *err, size_t errlen) {
             ex->running++;
         }
     pthread_mutex_unlock(&ex->mu);
-    if (ex->coord) sl_coordinator_start(ex->coord);
+    if (ex->coord) {
+        if (pthread_create(&ex->writer, NULL, writer_main, ex) == 0) ex->writer_started = true;
+        sl_coordinator_start(ex->coord);
+    }
     for (int v = 0; v < ex->ntasks; v++)
         for (int s = 0; s < ex->jg.v[v].parallelism; s++)
             if (ex->tasks[v][s].started) pthread_join(ex->tasks[v][s].thread, NULL);
     if (ex->coord) {
         sl_coordinator_stop(ex->coord);
+        if (ex->writer_started) {
+            pthread_mutex_lock(&ex->ckpt_mu);
+            ex->writer_stop = true;
+            pthread_cond_signal(&ex->writer_cv);
+            pthread_mutex_unlock(&ex->ckpt_mu);
+            pthread_join(ex->writer, NULL);
+            ex->writer_started = false;
+        }
         ex->env->ckpts_completed = sl_coordinator_completed(ex->coord, NULL);
     }
     /* per-node metrics (of this run) */
@@ -481,8 +682,6 @@ void sl_executor_destroy(sl_executor_t *ex) {
             sl_free(t->writers);
             for (int g = 0; g < t->ngates; g++) sl_gate_free(&t->gates[g]);
             sl_bh_free(&t->bh);
-            for (int k = 0; t->snaps && k < t->nops; k++) sl_buf_free(&t->snaps[k]);
-            sl_free(t->snaps);
             sl_free(t->ops);
             sl_free(t->outs);
             sl_free(t->wake);
@@ -496,6 +695,13 @@ void sl_executor_destroy(sl_executor_t *ex) {
     sl_coordinator_destroy(ex->coord);
     for (int i = 0; i < 64; i++) sl_ckpt_metadata_free(ex->pending_md[i]);
     if (ex->storage) ex->storage->ops->destroy(ex->storage);
+    while (ex->wq_head) {
+        struct wq *q = ex->wq_head;
+        ex->wq_head = q->next;
+        snap_free(q->snap);
+        sl_free(q);
+    }
+    pthread_cond_destroy(&ex->writer_cv);
     pthread_mutex_destroy(&ex->ckpt_mu);
     for (int i = 0; i < ex->nchannels; i++) sl_channel_destroy(ex->channels[i]);
     sl_free(ex->channels);

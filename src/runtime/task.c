@@ -54,16 +54,33 @@ void sl_task_cancel(sl_task_t *t) {
 /* Barrier `id` passed this task: forward it, snapshot, acknowledge. */
 static void perform_checkpoint(sl_task_t *t, int64_t id, int64_t ts) {
     for (int i = 0; i < t->nwriters; i++) sl_record_writer_barrier(t->writers[i], id, ts);
+    sl_ckpt_task_snap_t *snap = sl_calloc(1, sizeof *snap);
+    snap->task = t;
+    snap->id = id;
+    snap->nops = t->nops;
+    snap->blobs = sl_calloc((size_t)t->nops, sizeof *snap->blobs);
+    snap->keyed = sl_calloc((size_t)t->nops, sizeof *snap->keyed);
+    snap->timers = sl_calloc((size_t)t->nops, sizeof *snap->timers);
+    snap->ranges = sl_calloc((size_t)t->nops, sizeof *snap->ranges);
     for (int i = 0; i < t->nops && !t->failed; i++) {
         sl_operator_t *op = t->ops[i];
-        t->snaps[i].len = 0;
-        if (!op->vt->snapshot_state) continue;
-        int rc = op->vt->snapshot_state(op, id, &t->snaps[i]);
-        if (rc < 0 && !t->failed) sl_task_fail(t, rc, "snapshot failed");
+        if (op->vt->snapshot_state) {
+            int rc = op->vt->snapshot_state(op, id, &snap->blobs[i]);
+            if (rc < 0 && !t->failed) sl_task_fail(t, rc, "snapshot failed");
+        }
+        if (op->kb) { /* synchronous phase: copy-on-write views, O(key groups) */
+            snap->ranges[i] = op->kg_range;
+            int rc = op->kb->ops->snapshot(op->kb, &snap->keyed[i]);
+            if (rc == 0 && op->timers) rc = sl_timers_snapshot(op->timers, &snap->timers[i]);
+            if (rc < 0 && !t->failed) sl_task_fail(t, rc, "keyed state snapshot failed");
+        }
     }
-    if (t->failed) return;
+    if (t->failed) {
+        sl_executor_task_snapshot(NULL, snap); /* frees it */
+        return;
+    }
     t->checkpoints++;
-    sl_executor_task_ack(t->ex, t, id);
+    sl_executor_task_snapshot(t->ex, snap);
 }
 
 typedef struct ckpt_mail {

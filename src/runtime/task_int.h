@@ -77,7 +77,6 @@ struct sl_task {
     /* checkpoints */
     int index;                   /* among all tasks of the job (coordinator's numbering) */
     sl_barrier_handler_t bh;     /* over every input channel of every gate */
-    sl_buf_t *snaps;             /* per operator: its state of the last snapshot */
     int64_t checkpoints;         /* snapshots taken */
     /* metrics */
     int64_t busy_ns, idle_ns;
@@ -90,8 +89,23 @@ void sl_task_cancel(sl_task_t *t);
 void sl_task_post_trigger(sl_task_t *t, int64_t id, int64_t ts);
 void sl_task_post_complete(sl_task_t *t, int64_t id);
 void sl_task_post_aborted(sl_task_t *t, int64_t id);
-/* Implemented in executor.c: the task took its snapshot of checkpoint id. */
-void sl_executor_task_ack(sl_executor_t *ex, sl_task_t *t, int64_t id);
+/* What one task hands to the executor's checkpoint writer: copies of its
+ * operators' state blobs and, per keyed operator, the copy-on-write views
+ * of its keyed state and timers (the asynchronous phase writes them). */
+typedef struct sl_ckpt_task_snap {
+    sl_task_t *task;
+    int64_t id;
+    int nops;
+    sl_buf_t *blobs;                      /* per operator */
+    struct sl_kb_snapshot **keyed;        /* per operator, or NULL */
+    struct sl_timers_snapshot **timers;   /* per operator, or NULL */
+    sl_kg_range_t *ranges;                /* per operator */
+} sl_ckpt_task_snap_t;
+
+/* Implemented in executor.c: the task took the synchronous part of its
+ * snapshot of checkpoint id; the executor persists it and acknowledges.
+ * Takes ownership of snap. */
+void sl_executor_task_snapshot(sl_executor_t *ex, sl_ckpt_task_snap_t *snap);
 /* Implemented in executor.c: a task reports its failure. */
 void sl_executor_task_failed(sl_executor_t *ex, sl_task_t *t);
 void sl_executor_task_done(sl_executor_t *ex, sl_task_t *t);

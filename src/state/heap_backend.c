@@ -64,8 +64,42 @@
  * map_remove return 1 when something was removed, 0 when not; every call
  * returns SL_EINVAL (or NULL) for an unknown state id or a state of another
  * kind.
+ *
+ * Snapshots: copy-on-write by (state, key group) table.  The unit of
+ * sharing is a key group's whole table — its cells, its spilled blocks and,
+ * for a map state, the nested tables with their spilled blocks — held by a
+ * "shell" {atomic refs, kind, a copy of the hb_tab_t}.
+ *
+ *   snapshot()  for each (state, key group) with entries: if the table is
+ *               not shared yet, a shell with refs = 2 (the table and the
+ *               snapshot) and t->cow = 1; if it is (an earlier snapshot is
+ *               still out), refs + 1 on its shell.  No entry is read or
+ *               copied: O(states x key groups) small steps.
+ *   a write     (get_mut, put, remove, list_add, list_replace, map_put,
+ *               map_remove, restore) to a table with t->cow first unshares
+ *               it: if the shell's refs is 1 every snapshot of it is gone,
+ *               so the table takes its storage back (frees the shell, no
+ *               copy); otherwise it deep-copies the key group's table
+ *               (cells memcpy, each spilled block and nested map table
+ *               copied) and drops its reference at the end of the call
+ *               (the call's inputs may point into the shared storage).
+ *               So the first write to a key group after a checkpoint pays
+ *               one copy of that key group's share of the state, once per
+ *               checkpoint; other key groups are not touched.
+ *   reads       (get, list_foreach, map_*, foreach_entry, prefetch) of a
+ *               shared table read the shared storage: nothing is written.
+ *   release     drops the snapshot's reference on each shell; the last
+ *               holder (the snapshot, or the table when it copied or was
+ *               destroyed) frees the storage the shell describes.
+ * The hot path pays one test of t->cow, in the hb_tab_t it loads anyway.
+ * Shared storage is immutable: only the thread that holds the last
+ * reference frees it, and the table writes to it again only after seeing
+ * refs == 1 with acquire order, which pairs with the release order of the
+ * snapshot's decrement — so snapshot_write on another thread never races
+ * with the task.
  */
 #include <assert.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -135,7 +169,10 @@ typedef struct hb_tab {
     uint32_t stride; /* bytes per cell, a multiple of 8 */
     uint32_t want;   /* largest inline size asked for (<= HB_CELL_MAX) */
     uint32_t shift;  /* 32 - log2(capacity) */
+    uint32_t cow;    /* 1: shared with a snapshot (a key group's table; never a map's inner table) */
 } hb_tab_t;
+
+_Static_assert(sizeof(hb_tab_t) == 32, "the cow flag lives in what was padding: map entries keep their size");
 
 static inline hb_cell_t *hb_cell(const hb_tab_t *t, uint32_t i) {
     return (hb_cell_t *)(void *)(t->cells + (size_t)i * t->stride);
@@ -340,18 +377,32 @@ static const void *hb_stage(hb_stage_t *st, const hb_tab_t *t, const void *p, si
 /* ------------------------------------------------------------------ */
 /* the backend                                                         */
 
+/* Storage of one key group's table shared between the live table and
+ * snapshots (see the header comment). */
+typedef struct hb_shell {
+    atomic_int refs;      /* the live table while its cow flag is set, plus each snapshot */
+    sl_state_kind_t kind;
+    hb_tab_t tab;         /* the table at its first snapshot; immutable while shared */
+} hb_shell_t;
+
 typedef struct hb_state {
     char *name;
     sl_state_kind_t kind;
-    int64_t count;  /* (key, ns) entries over all key groups */
-    hb_tab_t *tabs; /* [nkg], index kg - range.start */
+    int64_t count;        /* (key, ns) entries over all key groups */
+    hb_tab_t *tabs;       /* [nkg], index kg - range.start; followed in the same
+                           * block by [nkg] hb_shell_t *: the shell of tabs[i]
+                           * while tabs[i].cow (hb_shells) — out of this struct
+                           * so that it stays 32 bytes on the hot path */
 } hb_state_t;
+
+_Static_assert(sizeof(hb_state_t) == 32, "states are indexed on every call");
 
 typedef struct hb_backend {
     sl_keyed_backend_t base; /* first: the ops receive &base */
     hb_state_t *states;
     int nstates, capstates;
     int nkg;
+    sl_heap_cow_stats_t stats;
 } hb_backend_t;
 
 /* The state sid if it exists and is of this kind, else NULL. */
@@ -409,6 +460,77 @@ static inline hb_cell_t *hb_find_cur(sl_keyed_backend_t *b, hb_tab_t *t, uint32_
     return hb_tab_find(t, tag, b->key, b->keylen, ns, nslen);
 }
 
+/* ------------------------------------------------------------------ */
+/* copy-on-write                                                       */
+
+/* Makes dst a deep copy of src (cells, spilled blocks, nested map tables);
+ * adds the bytes allocated to *bytes.  src is only read. */
+static void hb_tab_clone(hb_tab_t *dst, const hb_tab_t *src, sl_state_kind_t kind, uint64_t *bytes) {
+    *dst = *src;
+    dst->cow = 0;
+    if (!src->cells) return;
+    size_t sz = ((size_t)src->mask + 1) * src->stride;
+    dst->cells = sl_malloc(sz);
+    memcpy(dst->cells, src->cells, sz);
+    *bytes += sz;
+    for (uint32_t i = 0; i <= dst->mask; i++) {
+        hb_cell_t *c = hb_cell(dst, i);
+        if (!c->klen1) continue;
+        if (hb_spilled(c)) {
+            const hb_big_t *ob = hb_big(c);
+            size_t kn = hb_kn(c), bsz = sizeof *ob + kn + hb_pad8(ob->vcap);
+            hb_big_t *nb = sl_malloc(bsz);
+            memcpy(nb, ob, sizeof *ob + kn + c->vlen); /* the rest of the capacity is unused */
+            memcpy(c->data, &nb, sizeof nb);
+            *bytes += bsz;
+        }
+        if (kind == SL_STATE_MAP) {
+            hb_tab_t *in = hb_inner(c), old = *in;
+            hb_tab_clone(in, &old, SL_STATE_VALUE, bytes);
+        }
+    }
+}
+
+/* The shells of st's tables ([nkg], after the tables). */
+static inline hb_shell_t **hb_shells(const hb_backend_t *hb, const hb_state_t *st) {
+    return (hb_shell_t **)(void *)(st->tabs + hb->nkg);
+}
+
+/* Drops one reference on a shell; the last one frees the storage it
+ * describes.  Any thread.  NULL: nothing. */
+static void hb_shell_drop(hb_shell_t *sh) {
+    if (!sh) return;
+    if (atomic_fetch_sub_explicit(&sh->refs, 1, memory_order_acq_rel) == 1) {
+        hb_tab_free_all(&sh->tab, sh->kind);
+        sl_free(sh);
+    }
+}
+
+/* Makes table kgi of st private before a write (st->tabs[kgi].cow is set).
+ * Returns the shell whose reference the caller drops (hb_shell_drop) when
+ * its call is over — its inputs may point into the shared storage — or
+ * NULL when the table took its storage back without a copy. */
+static __attribute__((noinline, cold)) hb_shell_t *hb_unshare(hb_backend_t *hb, hb_state_t *st, int kgi) {
+    hb_tab_t *t = &st->tabs[kgi];
+    hb_shell_t *sh = hb_shells(hb, st)[kgi];
+    assert(t->cow && sh && sh->tab.cells == t->cells);
+    hb_shells(hb, st)[kgi] = NULL;
+    if (atomic_load_explicit(&sh->refs, memory_order_acquire) == 1) {
+        /* Every snapshot released it: ours again, as it is. */
+        t->cow = 0;
+        sl_free(sh);
+        hb->stats.cow_reclaimed++;
+        return NULL;
+    }
+    hb_tab_clone(t, &sh->tab, st->kind, &hb->stats.cow_bytes);
+    hb->stats.cow_copies++;
+    return sh;
+}
+
+static inline hb_shell_t *hb_unshare_cur(sl_keyed_backend_t *b, hb_state_t *st) {
+    return hb_unshare((hb_backend_t *)b, st, b->kg - b->range.start);
+}
+
 static int hb_register_state(sl_keyed_backend_t *b, const sl_state_desc_t *d) {
     hb_backend_t *hb = (hb_backend_t *)b;
     if (!d || !d->name || !d->name[0] || (int)d->kind < SL_STATE_VALUE || d->kind > SL_STATE_MAP) return SL_EINVAL;
@@ -422,7 +544,7 @@ static int hb_register_state(sl_keyed_backend_t *b, const sl_state_desc_t *d) {
     st->name = sl_strdup(d->name);
     st->kind = d->kind;
     st->count = 0;
-    st->tabs = sl_calloc((size_t)hb->nkg, sizeof *st->tabs);
+    st->tabs = sl_calloc((size_t)hb->nkg, sizeof *st->tabs + sizeof(hb_shell_t *)); /* tables, then shells */
     return hb->nstates++;
 }
 
@@ -437,11 +559,15 @@ static const void *hb_get(sl_keyed_backend_t *b, int sid, const void *ns, uint32
     return hb_cval(c);
 }
 
+static void *hb_get_mut_cow(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t nslen, uint32_t vlen,
+                            bool *created);
+
 static void *hb_get_mut(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t nslen, uint32_t vlen,
                         bool *created) {
     hb_state_t *st = hb_state(b, sid, SL_STATE_VALUE);
     if (!st) return NULL;
     hb_tab_t *t = hb_cur_tab(b, st);
+    if (SL_UNLIKELY(t->cow)) return hb_get_mut_cow(b, sid, ns, nslen, vlen, created);
     uint32_t tag = hb_tag(b, ns, nslen);
     hb_cell_t *c = hb_find_cur(b, t, tag, ns, nslen);
     if (SL_LIKELY(c != NULL)) {
@@ -467,10 +593,25 @@ static void *hb_get_mut(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t
     return hb_cval(c);
 }
 
+/* get_mut on a table shared with a snapshot: unshare, then as usual. */
+static __attribute__((noinline)) void *hb_get_mut_cow(sl_keyed_backend_t *b, int sid, const void *ns,
+                                                      uint32_t nslen, uint32_t vlen, bool *created) {
+    hb_shell_t *old = hb_unshare_cur(b, &((hb_backend_t *)b)->states[sid]);
+    void *r = hb_get_mut(b, sid, ns, nslen, vlen, created);
+    hb_shell_drop(old);
+    return r;
+}
+
 /* Sets (current key, ns) of st to v, inserting when absent. */
 static void hb_put_raw(sl_keyed_backend_t *b, hb_state_t *st, const void *ns, uint32_t nslen, const void *v,
                        uint32_t vlen) {
     hb_tab_t *t = hb_cur_tab(b, st);
+    if (SL_UNLIKELY(t->cow)) {
+        hb_shell_t *old = hb_unshare_cur(b, st);
+        hb_put_raw(b, st, ns, nslen, v, vlen);
+        hb_shell_drop(old);
+        return;
+    }
     uint32_t tag = hb_tag(b, ns, nslen);
     hb_cell_t *c = hb_find_cur(b, t, tag, ns, nslen);
     if (c) {
@@ -500,6 +641,13 @@ static int hb_remove(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t ns
     if ((unsigned)sid >= (unsigned)hb->nstates) return SL_EINVAL;
     hb_state_t *st = &hb->states[sid];
     hb_tab_t *t = hb_cur_tab(b, st);
+    if (SL_UNLIKELY(t->cow)) {
+        if (!hb_find_cur(b, t, hb_tag(b, ns, nslen), ns, nslen)) return 0; /* nothing to remove: no copy */
+        hb_shell_t *old = hb_unshare_cur(b, st);
+        int rc = hb_remove(b, sid, ns, nslen);
+        hb_shell_drop(old);
+        return rc;
+    }
     hb_cell_t *c = hb_find_cur(b, t, hb_tag(b, ns, nslen), ns, nslen);
     if (!c) return 0;
     hb_tab_remove_at(t, c, st->kind);
@@ -526,6 +674,12 @@ static int hb_list_add(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t 
     hb_state_t *st = hb_state(b, sid, SL_STATE_LIST);
     if (!st || (!v && vlen)) return SL_EINVAL;
     hb_tab_t *t = hb_cur_tab(b, st);
+    if (SL_UNLIKELY(t->cow)) {
+        hb_shell_t *old = hb_unshare_cur(b, st);
+        int rc = hb_list_add(b, sid, ns, nslen, v, vlen);
+        hb_shell_drop(old);
+        return rc;
+    }
     uint32_t tag = hb_tag(b, ns, nslen);
     hb_cell_t *c = hb_find_cur(b, t, tag, ns, nslen);
     size_t need = hb_elem_size(vlen);
@@ -623,6 +777,12 @@ static int hb_map_put(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t n
     hb_state_t *st = hb_state(b, sid, SL_STATE_MAP);
     if (!st || (!uk && uklen) || (!v && vlen)) return SL_EINVAL;
     hb_tab_t *t = hb_cur_tab(b, st);
+    if (SL_UNLIKELY(t->cow)) {
+        hb_shell_t *old = hb_unshare_cur(b, st);
+        int rc = hb_map_put(b, sid, ns, nslen, uk, uklen, v, vlen);
+        hb_shell_drop(old);
+        return rc;
+    }
     uint32_t tag = hb_tag(b, ns, nslen), utag = hb_utag(uk, uklen);
     hb_cell_t *c = hb_find_cur(b, t, tag, ns, nslen);
     hb_stage_t sn, su, sv;
@@ -667,6 +827,12 @@ static int hb_map_remove(sl_keyed_backend_t *b, int sid, const void *ns, uint32_
     hb_tab_t *inner = hb_inner(c);
     hb_cell_t *ic = hb_tab_find(inner, hb_utag(uk, uklen), uk, uklen, NULL, 0);
     if (!ic) return 0;
+    if (SL_UNLIKELY(t->cow)) { /* found in the shared storage: copy, then remove from the copy */
+        hb_shell_t *old = hb_unshare_cur(b, st);
+        int rc = hb_map_remove(b, sid, ns, nslen, uk, uklen);
+        hb_shell_drop(old);
+        return rc;
+    }
     hb_tab_remove_at(inner, ic, SL_STATE_VALUE);
     if (inner->n == 0) { /* the last user key: the (key, ns) goes too */
         hb_tab_remove_at(t, c, SL_STATE_MAP);
@@ -725,7 +891,10 @@ static void hb_destroy(sl_keyed_backend_t *b) {
     hb_backend_t *hb = (hb_backend_t *)b;
     for (int i = 0; i < hb->nstates; i++) {
         hb_state_t *st = &hb->states[i];
-        for (int g = 0; g < hb->nkg; g++) hb_tab_free_all(&st->tabs[g], st->kind);
+        for (int g = 0; g < hb->nkg; g++) {
+            if (st->tabs[g].cow) hb_shell_drop(hb_shells(hb, st)[g]); /* snapshots may still hold it */
+            else hb_tab_free_all(&st->tabs[g], st->kind);
+        }
         sl_free(st->tabs);
         sl_free(st->name);
     }
@@ -746,6 +915,329 @@ static void hb_prefetch(sl_keyed_backend_t *b, int sid, int kg, uint64_t keyhash
     __builtin_prefetch(c + t->stride - 1, 1);
 }
 
+/* ------------------------------------------------------------------ */
+/* snapshots                                                           */
+
+typedef struct hb_snap_state {
+    char *name;
+    sl_state_kind_t kind;
+    hb_shell_t **shells; /* [nkg]; NULL where the key group had no entry */
+} hb_snap_state_t;
+
+typedef struct hb_snap {
+    sl_kb_snapshot_t base; /* first */
+    int nkg, nstates;
+    hb_snap_state_t *states; /* in bytewise order of name (the format's order) */
+} hb_snap_t;
+
+static int hb_snap_state_cmp(const void *a, const void *b) {
+    return strcmp(((const hb_snap_state_t *)a)->name, ((const hb_snap_state_t *)b)->name);
+}
+
+static const sl_keyed_backend_ops_t hb_ops;
+
+/* The synchronous phase: shells, no entries (see the header comment). */
+static int hb_snapshot(sl_keyed_backend_t *b, sl_kb_snapshot_t **out) {
+    hb_backend_t *hb = (hb_backend_t *)b;
+    if (!out) return SL_EINVAL;
+    hb_snap_t *sn = sl_calloc(1, sizeof *sn);
+    sn->base.ops = &hb_ops;
+    sn->base.max_parallelism = b->max_parallelism;
+    sn->base.range = b->range;
+    sn->nkg = hb->nkg;
+    sn->nstates = hb->nstates;
+    sn->states = sl_calloc((size_t)SL_MAX(hb->nstates, 1), sizeof *sn->states);
+    for (int i = 0; i < hb->nstates; i++) {
+        hb_state_t *st = &hb->states[i];
+        hb_snap_state_t *ss = &sn->states[i];
+        ss->name = sl_strdup(st->name);
+        ss->kind = st->kind;
+        ss->shells = sl_calloc((size_t)hb->nkg, sizeof *ss->shells);
+        for (int g = 0; g < hb->nkg; g++) {
+            hb_tab_t *t = &st->tabs[g];
+            hb_shell_t *sh = hb_shells(hb, st)[g];
+            if (t->cow) {
+                /* Still shared with an earlier snapshot and unchanged since. */
+                atomic_fetch_add_explicit(&sh->refs, 1, memory_order_relaxed);
+            } else if (t->n) {
+                sh = sl_malloc(sizeof *sh);
+                atomic_init(&sh->refs, 2);
+                sh->kind = st->kind;
+                sh->tab = *t;
+                t->cow = 1;
+                hb_shells(hb, st)[g] = sh;
+            } else {
+                sh = NULL;
+            }
+            ss->shells[g] = sh;
+        }
+        hb->stats.sync_tables += (uint64_t)hb->nkg;
+    }
+    qsort(sn->states, (size_t)sn->nstates, sizeof *sn->states, hb_snap_state_cmp);
+    hb->stats.snapshots++;
+    *out = &sn->base;
+    return SL_OK;
+}
+
+static void hb_snapshot_release(sl_kb_snapshot_t *s) {
+    hb_snap_t *sn = (hb_snap_t *)s;
+    if (!sn) return;
+    for (int i = 0; i < sn->nstates; i++) {
+        hb_snap_state_t *ss = &sn->states[i];
+        for (int g = 0; g < sn->nkg; g++) hb_shell_drop(ss->shells[g]);
+        sl_free(ss->shells);
+        sl_free(ss->name);
+    }
+    sl_free(sn->states);
+    sl_free(sn);
+}
+
+/* Bytewise order of (key, then namespace), of cells. */
+static int hb_bytes_cmp(const uint8_t *a, uint32_t alen, const uint8_t *b, uint32_t blen) {
+    int c = memcmp(a, b, SL_MIN(alen, blen));
+    return c ? c : (alen > blen) - (alen < blen);
+}
+static int hb_cell_cmp(const void *pa, const void *pb) {
+    hb_cell_t *a = *(hb_cell_t *const *)pa, *b = *(hb_cell_t *const *)pb;
+    const uint8_t *ka = hb_kbytes(a), *kb = hb_kbytes(b);
+    int c = hb_bytes_cmp(ka, hb_klen(a), kb, hb_klen(b));
+    return c ? c : hb_bytes_cmp(ka + hb_klen(a), hb_nslen(a), kb + hb_klen(b), hb_nslen(b));
+}
+
+/* The occupied cells of t in format order, in *v (grown as needed). */
+static uint32_t hb_sorted_cells(const hb_tab_t *t, hb_cell_t ***v, uint32_t *cap) {
+    if (t->n > *cap) {
+        *cap = t->n;
+        sl_free(*v);
+        *v = sl_malloc((size_t)*cap * sizeof **v);
+    }
+    uint32_t n = 0;
+    for (uint32_t i = 0; t->cells && i <= t->mask; i++) {
+        hb_cell_t *c = hb_cell(t, i);
+        if (c->klen1) (*v)[n++] = c;
+    }
+    assert(n == t->n);
+    qsort(*v, n, sizeof **v, hb_cell_cmp);
+    return n;
+}
+
+/* The asynchronous phase: reads only storage that shells keep immutable. */
+static int hb_snapshot_write(const sl_kb_snapshot_t *s, int kg, sl_buf_t *out) {
+    const hb_snap_t *sn = (const hb_snap_t *)s;
+    if (!sn || !out || kg < s->range.start || kg >= s->range.end) return SL_EINVAL;
+    int g = kg - s->range.start;
+    size_t start = sl_kbf_begin(out, s->max_parallelism, kg, (uint32_t)sn->nstates);
+    hb_cell_t **cells = NULL, **inner = NULL;
+    uint32_t ccap = 0, icap = 0;
+    for (int i = 0; i < sn->nstates; i++) {
+        const hb_snap_state_t *ss = &sn->states[i];
+        sl_kbf_bytes(out, ss->name, (uint32_t)strlen(ss->name));
+        sl_kbf_u8(out, (uint8_t)ss->kind);
+        const hb_shell_t *sh = ss->shells[g];
+        if (!sh) {
+            sl_kbf_varint(out, 0);
+            continue;
+        }
+        uint32_t n = hb_sorted_cells(&sh->tab, &cells, &ccap);
+        sl_kbf_varint(out, n);
+        for (uint32_t e = 0; e < n; e++) {
+            hb_cell_t *c = cells[e];
+            const uint8_t *kb = hb_kbytes(c), *val = hb_cval(c);
+            sl_kbf_bytes(out, kb, hb_klen(c));
+            sl_kbf_bytes(out, kb + hb_klen(c), hb_nslen(c));
+            switch (ss->kind) {
+            case SL_STATE_VALUE: sl_kbf_bytes(out, val, c->vlen); break;
+            case SL_STATE_LIST: {
+                uint32_t ne = 0;
+                for (const uint8_t *p = val, *end = val + c->vlen; p < end; p += hb_elem_size(sl_ld32(p))) ne++;
+                sl_kbf_varint(out, ne);
+                for (const uint8_t *p = val, *end = val + c->vlen; p < end; p += hb_elem_size(sl_ld32(p)))
+                    sl_kbf_bytes(out, p + HB_ELEM_HDR, sl_ld32(p));
+                break;
+            }
+            case SL_STATE_MAP: {
+                uint32_t m = hb_sorted_cells(hb_inner(c), &inner, &icap);
+                sl_kbf_varint(out, m);
+                for (uint32_t j = 0; j < m; j++) {
+                    hb_cell_t *ic = inner[j];
+                    sl_kbf_bytes(out, hb_kbytes(ic), hb_klen(ic));
+                    sl_kbf_bytes(out, hb_cval(ic), ic->vlen);
+                }
+                break;
+            }
+            }
+        }
+    }
+    sl_free(cells);
+    sl_free(inner);
+    sl_kbf_end(out, start);
+    return SL_OK;
+}
+
+/* ---- restore ---- */
+
+typedef struct hb_restore {
+    sl_keyed_backend_t *b;
+    int kg;
+    bool load;            /* false: the checking pass */
+    char *err;
+    size_t errlen;
+    /* checking pass: the block's state names so far */
+    const char **names;
+    uint32_t *namelens;
+    int nnames;
+    /* loading pass */
+    int sid;
+    sl_state_kind_t kind;
+    const char *name;
+    const uint8_t *ns;    /* the current entry's namespace (in the block) */
+    uint32_t nslen;
+    uint32_t left;        /* items left in the current entry */
+    sl_buf_t list;        /* the current list entry's elements, in the table's layout */
+} hb_restore_t;
+
+static int hb_rs_state(void *ctx, const char *name, uint32_t namelen, sl_state_kind_t kind, uint32_t nentries) {
+    hb_restore_t *r = ctx;
+    hb_backend_t *hb = (hb_backend_t *)r->b;
+    if (!r->load) {
+        for (int i = 0; i < r->nnames; i++)
+            if (r->namelens[i] == namelen && memcmp(r->names[i], name, namelen) == 0)
+                return sl_errf(r->err, r->errlen, SL_EFORMAT, "keyed state of key group %d: state '%.*s' appears twice",
+                               r->kg, (int)SL_MIN(namelen, 64u), name);
+        r->names = sl_realloc(r->names, (size_t)(r->nnames + 1) * sizeof *r->names);
+        r->namelens = sl_realloc(r->namelens, (size_t)(r->nnames + 1) * sizeof *r->namelens);
+        r->names[r->nnames] = name;
+        r->namelens[r->nnames++] = namelen;
+        for (int i = 0; i < hb->nstates; i++) {
+            hb_state_t *st = &hb->states[i];
+            if (strlen(st->name) == namelen && memcmp(st->name, name, namelen) == 0 && st->kind != kind)
+                return sl_errf(r->err, r->errlen, SL_ESTATE,
+                               "keyed state of key group %d: state '%s' is a %s state in the checkpoint but "
+                               "registered as a %s state",
+                               r->kg, st->name, sl_kbf_kind_name(kind), sl_kbf_kind_name(st->kind));
+        }
+        return SL_OK;
+    }
+    char *nm = sl_strndup(name, namelen);
+    sl_state_desc_t d = {nm, kind};
+    r->sid = hb_register_state(r->b, &d); /* checked: a new state, or the same kind */
+    sl_free(nm);
+    assert(r->sid >= 0);
+    r->kind = kind;
+    r->name = hb->states[r->sid].name;
+    SL_UNUSED(nentries);
+    return SL_OK;
+}
+
+static int hb_rs_entry(void *ctx, const uint8_t *key, uint32_t klen, const uint8_t *ns, uint32_t nslen, uint32_t n) {
+    hb_restore_t *r = ctx;
+    if (!r->load) return SL_OK;
+    sl_keyed_backend_t *b = r->b;
+    hb_state_t *st = &((hb_backend_t *)b)->states[r->sid];
+    sl_kb_set_key_hashed(b, key, klen, sl_kg_key_hash(key, klen));
+    assert(b->kg == r->kg);
+    if (hb_find_cur(b, hb_cur_tab(b, st), hb_tag(b, ns, nslen), ns, nslen))
+        return sl_errf(r->err, r->errlen, SL_EFORMAT,
+                       "keyed state of key group %d: state '%s' holds the same (key, namespace) twice", r->kg,
+                       r->name);
+    r->left = n;
+    r->list.len = 0;
+    /* Keep ns for the items: it points into the block, which outlives the call. */
+    r->ns = ns;
+    r->nslen = nslen;
+    return SL_OK;
+}
+
+static int hb_rs_item(void *ctx, const uint8_t *uk, uint32_t uklen, const uint8_t *v, uint32_t vlen) {
+    hb_restore_t *r = ctx;
+    if (!r->load) return SL_OK;
+    sl_keyed_backend_t *b = r->b;
+    hb_backend_t *hb = (hb_backend_t *)b;
+    hb_state_t *st = &hb->states[r->sid];
+    assert(r->left > 0);
+    r->left--;
+    switch (r->kind) {
+    case SL_STATE_VALUE: hb_put_raw(b, st, r->ns, r->nslen, v, vlen); break;
+    case SL_STATE_LIST: {
+        size_t need = hb_elem_size(vlen);
+        if (r->list.len + need > UINT32_MAX)
+            return sl_errf(r->err, r->errlen, SL_EFORMAT,
+                           "keyed state of key group %d: state '%s': a list of more than 4 GiB", r->kg, r->name);
+        sl_buf_reserve(&r->list, need);
+        hb_elem_write(r->list.p + r->list.len, v, vlen);
+        r->list.len += need;
+        if (r->left == 0) hb_put_raw(b, st, r->ns, r->nslen, r->list.p, (uint32_t)r->list.len);
+        break;
+    }
+    case SL_STATE_MAP:
+        if (hb_map_get(b, r->sid, r->ns, r->nslen, uk, uklen, NULL))
+            return sl_errf(r->err, r->errlen, SL_EFORMAT,
+                           "keyed state of key group %d: state '%s' holds the same user key twice in one map",
+                           r->kg, r->name);
+        hb_map_put(b, r->sid, r->ns, r->nslen, uk, uklen, v, vlen);
+        break;
+    }
+    return SL_OK;
+}
+
+/* Empties key group kgi of every state (a failed restore's undo). */
+static void hb_clear_kg(hb_backend_t *hb, int kgi) {
+    for (int i = 0; i < hb->nstates; i++) {
+        hb_state_t *st = &hb->states[i];
+        hb_tab_t *t = &st->tabs[kgi];
+        st->count -= t->n;
+        if (t->cow) { /* let go of the shared storage: no copy to throw away */
+            hb_shell_t **sh = &hb_shells(hb, st)[kgi];
+            hb_shell_drop(*sh);
+            *sh = NULL;
+            memset(t, 0, sizeof *t);
+        } else {
+            hb_tab_free_all(t, st->kind);
+        }
+    }
+}
+
+static int hb_restore(sl_keyed_backend_t *b, int kg, const uint8_t *data, size_t len, char *err, size_t errlen) {
+    hb_backend_t *hb = (hb_backend_t *)b;
+    if (kg < b->range.start || kg >= b->range.end)
+        return sl_errf(err, errlen, SL_EINVAL, "keyed state: key group %d is outside this backend's range [%d, %d)", kg,
+                       b->range.start, b->range.end);
+    int kgi = kg - b->range.start;
+    for (int i = 0; i < hb->nstates; i++)
+        if (hb->states[i].tabs[kgi].n)
+            return sl_errf(err, errlen, SL_ESTATE,
+                           "keyed state of key group %d: cannot restore, state '%s' already has entries there", kg,
+                           hb->states[i].name);
+    static const sl_kbf_visitor_t vis = {hb_rs_state, hb_rs_entry, hb_rs_item};
+    hb_restore_t r = {.b = b, .kg = kg, .err = err, .errlen = errlen};
+    int rc = sl_kbf_parse(data, len, b->max_parallelism, kg, &vis, &r, err, errlen);
+    sl_free(r.names);
+    sl_free(r.namelens);
+    if (rc) return rc;
+    /* Load, keeping the caller's current key. */
+    uint32_t keylen = b->keylen;
+    uint64_t keyhash = b->keyhash;
+    int curkg = b->kg;
+    uint8_t *key = sl_malloc(keylen ? keylen : 1);
+    if (keylen) memcpy(key, b->key, keylen);
+    r.load = true;
+    rc = sl_kbf_parse(data, len, b->max_parallelism, kg, &vis, &r, err, errlen);
+    if (rc) hb_clear_kg(hb, kgi);
+    sl_buf_free(&r.list);
+    if (curkg >= 0) {
+        sl_kb_set_key_hashed(b, key, keylen, keyhash);
+    } else {
+        b->keylen = 0;
+        b->kg = -1;
+    }
+    sl_free(key);
+    return rc;
+}
+
+void sl_heap_backend_cow_stats(const sl_keyed_backend_t *b, sl_heap_cow_stats_t *out) {
+    *out = ((const hb_backend_t *)b)->stats;
+}
+
 static const sl_keyed_backend_ops_t hb_ops = {
     .name = "heap",
     .register_state = hb_register_state,
@@ -764,6 +1256,10 @@ static const sl_keyed_backend_ops_t hb_ops = {
     .count = hb_count,
     .prefetch = hb_prefetch,
     .destroy = hb_destroy,
+    .snapshot = hb_snapshot,
+    .snapshot_write = hb_snapshot_write,
+    .snapshot_release = hb_snapshot_release,
+    .restore = hb_restore,
 };
 
 sl_keyed_backend_t *sl_heap_backend_new(int max_parallelism, sl_kg_range_t range) {

@@ -12,11 +12,24 @@
  * table of function pointers (like SQLite's VFS) so that a RocksDB backend
  * can implement it with the key group as the key prefix.
  *
- * Threading: a backend is owned by its task's thread; no locking.
+ * Threading: a backend is owned by its task's thread; no locking.  The
+ * one exception is a snapshot view (sl_kb_snapshot_t): snapshot_write and
+ * snapshot_release may run on any thread while the task keeps using the
+ * backend (the heap backend's copy-on-write makes that safe: see
+ * heap_backend.c).
  *
  * Pointers returned by get/get_mut stay valid until the next call that
  * modifies the same state (put, get_mut creating an entry, append, remove,
- * clear) — callers copy what they keep.
+ * clear) — callers copy what they keep.  snapshot() counts as a modifying
+ * call for pointers obtained from get_mut: write through them before the
+ * snapshot, never after it (the write would reach the snapshot).
+ *
+ * Checkpoints (see "Snapshots" below): snapshot() is the synchronous phase
+ * and costs O(states x key groups), never O(entries); snapshot_write()
+ * serializes one key group of the snapshot in the canonical keyed-state
+ * format, on any thread, while the task keeps changing the backend;
+ * restore() loads one key group, so a subtask at another parallelism
+ * restores exactly the key groups of its new range.
  */
 #ifndef SL_STATE_BACKEND_H
 #define SL_STATE_BACKEND_H
@@ -24,6 +37,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/common.h"
 #include "state/key_group.h"
 
 typedef enum sl_state_kind {
@@ -38,6 +52,7 @@ typedef struct sl_state_desc {
 } sl_state_desc_t;
 
 typedef struct sl_keyed_backend sl_keyed_backend_t;
+typedef struct sl_kb_snapshot sl_kb_snapshot_t;
 
 /* Iteration callbacks return 0 to go on, non-zero to stop (that value is
  * returned by the iterating call). */
@@ -93,7 +108,49 @@ typedef struct sl_keyed_backend_ops {
     void (*prefetch)(sl_keyed_backend_t *b, int sid, int kg, uint64_t keyhash, const void *ns, uint32_t nslen);
 
     void (*destroy)(sl_keyed_backend_t *b);
+
+    /* ---- Snapshots (checkpoints) ----
+     *
+     * snapshot: the synchronous phase.  Returns in *out an immutable view
+     * of every registered state at this instant, in O(states x key groups)
+     * time and without copying entries; later calls on the backend do not
+     * change what the view shows.  The caller owns the view and frees it
+     * with snapshot_release.  0 or < 0.  Task thread.
+     *
+     * snapshot_write: the asynchronous phase.  Appends key group kg of the
+     * view to out in the canonical keyed-state format (below).
+     * May run on any thread, concurrently with the task using the backend
+     * and with other snapshot_write calls on the same view.  0, or
+     * SL_EINVAL for a key group outside the view's range.
+     *
+     * snapshot_release: frees the view; any thread, once, after every
+     * snapshot_write on it returned.  A view may outlive its backend.
+     *
+     * restore: loads one key group's block (as written by snapshot_write
+     * of any backend with the same max parallelism, at any parallelism)
+     * into this backend, whose key group kg must hold no state yet.  A
+     * state in the block that is not registered is registered on the fly
+     * (its id is what register_state returns for the same name and kind
+     * later); one registered with another kind is an error.  The block is
+     * checked whole (checksum, structure, every key's key group) before
+     * anything is loaded, and an error while loading (a duplicate entry)
+     * removes what was loaded: the key group is all restored or left
+     * empty (states registered on the fly stay registered).  0, or < 0
+     * with a message in err naming what is wrong.  Does not change the
+     * current key.  Task thread. */
+    int (*snapshot)(sl_keyed_backend_t *b, sl_kb_snapshot_t **out);
+    int (*snapshot_write)(const sl_kb_snapshot_t *s, int kg, sl_buf_t *out);
+    void (*snapshot_release)(sl_kb_snapshot_t *s);
+    int (*restore)(sl_keyed_backend_t *b, int kg, const uint8_t *data, size_t len, char *err, size_t errlen);
 } sl_keyed_backend_ops_t;
+
+/* What every backend's snapshot starts with, so that a checkpoint writer
+ * holding only the view can dispatch (sl_kb_snapshot_write). */
+struct sl_kb_snapshot {
+    const sl_keyed_backend_ops_t *ops;
+    int max_parallelism;
+    sl_kg_range_t range;
+};
 
 /* The part every backend shares; backends embed it first. */
 struct sl_keyed_backend {
@@ -117,5 +174,97 @@ int sl_kb_set_key(sl_keyed_backend_t *b, const void *key, uint32_t len);
 int sl_kb_set_key_hashed(sl_keyed_backend_t *b, const void *key, uint32_t len, uint64_t hash);
 void sl_kb_base_init(sl_keyed_backend_t *b, const sl_keyed_backend_ops_t *ops, int maxp, sl_kg_range_t r);
 void sl_kb_base_free(sl_keyed_backend_t *b);
+
+/* Copy-on-write counters of the heap backend (task thread; for tests and
+ * checkpoint metrics).  The synchronous phase never copies: sync_cells is
+ * always 0, sync_tables counts the (state, key group) tables it visited. */
+typedef struct sl_heap_cow_stats {
+    uint64_t snapshots;      /* snapshot() calls */
+    uint64_t sync_tables;    /* tables visited by snapshot() (O(states x key groups)) */
+    uint64_t sync_cells;     /* cells copied by snapshot(): 0 by design */
+    uint64_t cow_copies;     /* key-group tables copied by a write after a snapshot */
+    uint64_t cow_bytes;      /* bytes those copies took (cells, spilled entries, map tables) */
+    uint64_t cow_reclaimed;  /* tables taken back without a copy: their snapshots were released */
+} sl_heap_cow_stats_t;
+void sl_heap_backend_cow_stats(const sl_keyed_backend_t *b, sl_heap_cow_stats_t *out);
+
+/* ------------------------------------------------------------------ */
+/* Snapshot dispatch (state_snapshot.c): the checkpoint writer's side.  */
+
+/* s->ops->snapshot_write(s, kg, out) / s->ops->snapshot_release(s). */
+int sl_kb_snapshot_write(const sl_kb_snapshot_t *s, int kg, sl_buf_t *out);
+void sl_kb_snapshot_release(sl_kb_snapshot_t *s);
+
+/* ------------------------------------------------------------------ */
+/* The canonical keyed-state format (state_snapshot.c).
+ *
+ * One block per key group; the same bytes whichever backend wrote them,
+ * so a checkpoint or a savepoint can be restored into any backend.
+ * varint = unsigned LEB128, minimal (no redundant 0x80 groups), at most
+ * 32 bits for lengths and counts; bytes = varint length, then the bytes.
+ *
+ *   block    := "SLKS" u8:version(1) varint:max_parallelism varint:key_group
+ *               varint:nstates state* u64le:checksum
+ *   state    := bytes:name u8:kind(0 value, 1 list, 2 map) varint:nentries entry*
+ *   entry    := bytes:key bytes:namespace body
+ *   body     := value:  bytes:value
+ *             | list:   varint:n (>= 1) bytes:element*        (list order)
+ *             | map:    varint:n (>= 1) (bytes:user_key bytes:value)*
+ *   checksum := xxh3-64 of every byte of the block before it
+ *
+ * Writers emit every registered state (also those with no entry in the key
+ * group), states in bytewise order of name, entries in bytewise order of
+ * key then namespace, map entries in bytewise order of user key: equal
+ * state gives equal bytes.  Readers accept any order but reject duplicates,
+ * a key whose key group is not the block's, a max parallelism other than
+ * theirs, and anything malformed.
+ *
+ * The helpers below write and parse it; a backend's restore runs the
+ * parser twice: once to check everything, once to load. */
+#define SL_KB_FORMAT_VERSION 1
+
+/* Writing: begin appends the header (nstates included) and returns the
+ * block's start offset in out; end appends the checksum of out[start..]. */
+size_t sl_kbf_begin(sl_buf_t *out, int max_parallelism, int kg, uint32_t nstates);
+void sl_kbf_end(sl_buf_t *out, size_t start);
+void sl_kbf_varint(sl_buf_t *out, uint64_t v);
+void sl_kbf_bytes(sl_buf_t *out, const void *p, uint32_t n);
+static inline void sl_kbf_u8(sl_buf_t *out, uint8_t v) { sl_buf_append(out, &v, 1); }
+
+/* Parsing.  The visitor's calls come in block order; each returns 0 to go
+ * on or < 0 to stop (that code is returned; the visitor writes err). */
+typedef struct sl_kbf_visitor {
+    int (*state)(void *c, const char *name, uint32_t namelen, sl_state_kind_t kind, uint32_t nentries);
+    /* n: 1 for a value, the elements of a list, the user keys of a map. */
+    int (*entry)(void *c, const uint8_t *key, uint32_t klen, const uint8_t *ns, uint32_t nslen, uint32_t n);
+    /* One value, list element or map entry (uk NULL, uklen 0 unless map). */
+    int (*item)(void *c, const uint8_t *uk, uint32_t uklen, const uint8_t *v, uint32_t vlen);
+} sl_kbf_visitor_t;
+
+/* Checks the block (checksum, version, max parallelism, key group, every
+ * length, every key hashing into kg) and walks it with v (NULL: check
+ * only).  0, or SL_EFORMAT with err saying what and where (or the code a
+ * visitor call returned). */
+int sl_kbf_parse(const uint8_t *data, size_t len, int max_parallelism, int kg, const sl_kbf_visitor_t *v,
+                 void *c, char *err, size_t errlen);
+
+/* Bounds-checked reading, shared with the timer format. */
+typedef struct sl_kbf_reader {
+    const uint8_t *base, *p, *end;
+} sl_kbf_reader_t;
+bool sl_kbf_rd_varint32(sl_kbf_reader_t *r, uint32_t *v);
+bool sl_kbf_rd_bytes(sl_kbf_reader_t *r, const uint8_t **p, uint32_t *n);
+bool sl_kbf_rd_u8(sl_kbf_reader_t *r, uint8_t *v);
+bool sl_kbf_rd_u64(sl_kbf_reader_t *r, uint64_t *v);
+/* Checks magic, version, max parallelism, key group and checksum of a
+ * block and positions r after its header (end excludes the checksum).
+ * what names the block in messages ("keyed state", "timers"). */
+int sl_kbf_open(sl_kbf_reader_t *r, const uint8_t *data, size_t len, const char magic[4], int max_parallelism,
+                int kg, const char *what, char *err, size_t errlen);
+/* The header shared by the block kinds (magic, version, max parallelism,
+ * key group); returns the block's start offset, for sl_kbf_end. */
+size_t sl_kbf_begin_magic(sl_buf_t *out, const char magic[4], int max_parallelism, int kg);
+/* "value", "list", "map". */
+const char *sl_kbf_kind_name(int kind);
 
 #endif

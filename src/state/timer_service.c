@@ -29,13 +29,29 @@
  *
  * The timer returned by pop stays allocated until the next pop (or
  * destroy), which is at least as long as the header promises.
+ *
+ * Snapshots (copy-on-write per (domain, key group)).  sl_timers_snapshot
+ * hands each non-empty key group's storage (heap array, set array and the
+ * timers) to a shell {atomic refs, heap, n, set} held by the key group
+ * (g->shell) and by the snapshot: refs = 2, or + 1 when an earlier
+ * snapshot still shares it.  Writes (register of a new timer, delete of a
+ * present one, pop) first unshare: refs == 1 (every snapshot released) →
+ * take the storage back, free the shell; otherwise copy the key group
+ * (new timers, heap and set; O(its timers)) and drop the shell's reference
+ * at the end of the call.  The last holder frees the storage.  While
+ * shared, nothing in the storage is written — not even hpos, since the
+ * heap functions run only on private storage — so the snapshot writer on
+ * another thread reads it without locks; refs == 1 is read with acquire
+ * order, pairing with the release order of the writer's decrement.
  */
 #include "state/timer_service.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "common/common.h"
+#include "state/state_backend.h"
 
 typedef struct ts_timer {
     int64_t ts;
@@ -55,6 +71,14 @@ typedef struct ts_sslot {
     ts_timer_t *t; /* NULL: empty */
 } ts_sslot_t;
 
+/* Storage of one key group shared with snapshots (see the header comment). */
+typedef struct ts_shell {
+    atomic_int refs;
+    ts_hnode_t *heap; /* heap[0..n) hold the timers */
+    size_t n;
+    ts_sslot_t *set;
+} ts_shell_t;
+
 typedef struct ts_kg {
     ts_hnode_t *heap;
     size_t n, hcap;
@@ -62,6 +86,7 @@ typedef struct ts_kg {
     size_t smask;     /* set capacity - 1 */
     unsigned sshift;  /* 64 - log2(set capacity) */
     int kpos;         /* position in kheap, -1 while empty */
+    ts_shell_t *shell; /* non-NULL while the storage is shared with a snapshot */
 } ts_kg_t;
 
 typedef struct ts_knode {
@@ -82,6 +107,7 @@ struct sl_timer_service {
     int nkg;
     ts_domain_t dom[2];
     ts_timer_t *popped; /* the last popped timer (its key/ns are still referenced) */
+    sl_timers_cow_stats_t stats;
 };
 
 #define TS_GOLDEN 0x9E3779B97F4A7C15ULL
@@ -274,6 +300,55 @@ static void ts_kg_changed(ts_domain_t *D, int kgi) {
 }
 
 /* ------------------------------------------------------------------ */
+/* copy-on-write                                                       */
+
+/* Drops a reference; the last one frees the storage.  Any thread. */
+static void ts_shell_drop(ts_shell_t *sh) {
+    if (!sh) return;
+    if (atomic_fetch_sub_explicit(&sh->refs, 1, memory_order_acq_rel) == 1) {
+        for (size_t i = 0; i < sh->n; i++) sl_free(sh->heap[i].t);
+        sl_free(sh->heap);
+        sl_free(sh->set);
+        sl_free(sh);
+    }
+}
+
+/* Makes key group g's storage private before a write.  Returns the shell
+ * to drop when the call is over (its inputs may point into the shared
+ * timers), or NULL when the storage was taken back without a copy. */
+static __attribute__((noinline, cold)) ts_shell_t *ts_unshare(sl_timer_service_t *s, ts_kg_t *g) {
+    ts_shell_t *sh = g->shell;
+    g->shell = NULL;
+    if (atomic_load_explicit(&sh->refs, memory_order_acquire) == 1) {
+        sl_free(sh);
+        s->stats.cow_reclaimed++;
+        return NULL;
+    }
+    /* Same positions in heap and set, new timers. */
+    ts_hnode_t *heap = sl_malloc(g->hcap * sizeof *heap);
+    for (size_t i = 0; i < g->n; i++) {
+        const ts_timer_t *o = g->heap[i].t;
+        size_t sz = sizeof *o + (size_t)o->klen + o->nslen;
+        ts_timer_t *t = sl_malloc(sz);
+        memcpy(t, o, sz);
+        t->hpos = i;
+        heap[i].ts = g->heap[i].ts;
+        heap[i].t = t;
+    }
+    ts_sslot_t *set = sl_calloc(g->smask + 1, sizeof *set);
+    for (size_t j = 0; j <= g->smask; j++) {
+        if (!g->set[j].t) continue;
+        set[j].hash = g->set[j].hash;
+        set[j].t = heap[g->set[j].t->hpos].t;
+    }
+    g->heap = heap;
+    g->set = set;
+    s->stats.cow_copies++;
+    s->stats.cow_timers += g->n;
+    return sh;
+}
+
+/* ------------------------------------------------------------------ */
 /* the service                                                         */
 
 sl_timer_service_t *sl_timer_service_new(int max_parallelism, sl_kg_range_t range) {
@@ -300,6 +375,10 @@ void sl_timer_service_destroy(sl_timer_service_t *s) {
         ts_domain_t *D = &s->dom[d];
         for (int i = 0; i < s->nkg; i++) {
             ts_kg_t *g = &D->kgs[i];
+            if (g->shell) { /* snapshots may still hold the storage */
+                ts_shell_drop(g->shell);
+                continue;
+            }
             for (size_t j = 0; j < g->n; j++) sl_free(g->heap[j].t);
             sl_free(g->heap);
             sl_free(g->set);
@@ -325,6 +404,7 @@ int sl_timers_register(sl_timer_service_t *s, sl_time_domain_t d, int kg, const 
     ts_kg_t *g = &D->kgs[kgi];
     uint64_t h = ts_hash(key, klen, ns, nslen, ts);
     if (ts_set_find(g, h, ts, key, klen, ns, nslen)) return 0;
+    ts_shell_t *old = SL_UNLIKELY(g->shell != NULL) ? ts_unshare(s, g) : NULL;
     ts_timer_t *t = sl_malloc(sizeof *t + (size_t)klen + nslen);
     t->ts = ts;
     t->hash = h;
@@ -336,6 +416,7 @@ int sl_timers_register(sl_timer_service_t *s, sl_time_domain_t d, int kg, const 
     ts_set_add(g, t);
     D->count++;
     if (t->hpos == 0) ts_kg_changed(D, kgi);
+    ts_shell_drop(old);
     return 1;
 }
 
@@ -345,8 +426,14 @@ int sl_timers_delete(sl_timer_service_t *s, sl_time_domain_t d, int kg, const vo
     if (!D || (!key && klen) || (!ns && nslen)) return SL_EINVAL;
     int kgi = kg - s->range.start;
     ts_kg_t *g = &D->kgs[kgi];
-    ts_sslot_t *slot = ts_set_find(g, ts_hash(key, klen, ns, nslen, ts), ts, key, klen, ns, nslen);
+    uint64_t h = ts_hash(key, klen, ns, nslen, ts);
+    ts_sslot_t *slot = ts_set_find(g, h, ts, key, klen, ns, nslen);
     if (!slot) return 0;
+    ts_shell_t *old = NULL;
+    if (SL_UNLIKELY(g->shell != NULL)) {
+        old = ts_unshare(s, g);
+        slot = ts_set_find(g, h, ts, key, klen, ns, nslen);
+    }
     ts_timer_t *t = slot->t;
     size_t pos = t->hpos;
     ts_set_del(g, t);
@@ -354,6 +441,7 @@ int sl_timers_delete(sl_timer_service_t *s, sl_time_domain_t d, int kg, const vo
     sl_free(t);
     D->count--;
     if (pos == 0) ts_kg_changed(D, kgi);
+    ts_shell_drop(old);
     return 1;
 }
 
@@ -371,6 +459,9 @@ bool sl_timers_pop(sl_timer_service_t *s, sl_time_domain_t d, int64_t t, sl_time
     if (D->kn == 0 || D->kheap[0].ts > t) return false;
     int kgi = D->kheap[0].kgi;
     ts_kg_t *g = &D->kgs[kgi];
+    /* The popped timer's storage is private; nothing of the call points
+     * into the shared one: drop it at once. */
+    if (SL_UNLIKELY(g->shell != NULL)) ts_shell_drop(ts_unshare(s, g));
     ts_timer_t *tm = g->heap[0].t;
     ts_set_del(g, tm);
     ts_hremove(g, 0);
@@ -399,3 +490,177 @@ int sl_timers_foreach_kg(const sl_timer_service_t *s, sl_time_domain_t d, int kg
     }
     return 0;
 }
+
+/* ------------------------------------------------------------------ */
+/* snapshots                                                           */
+
+#define TS_MAGIC "SLTM"
+
+struct sl_timers_snapshot {
+    int max_parallelism;
+    sl_kg_range_t range;
+    int nkg;
+    ts_shell_t **shells[2]; /* [domain][kg - range.start]; NULL: no timer */
+};
+
+int sl_timers_snapshot(sl_timer_service_t *s, sl_timers_snapshot_t **out) {
+    if (!s || !out) return SL_EINVAL;
+    sl_timers_snapshot_t *sn = sl_calloc(1, sizeof *sn);
+    sn->max_parallelism = s->max_parallelism;
+    sn->range = s->range;
+    sn->nkg = s->nkg;
+    for (int d = 0; d < 2; d++) {
+        sn->shells[d] = sl_calloc((size_t)s->nkg, sizeof(ts_shell_t *));
+        for (int i = 0; i < s->nkg; i++) {
+            ts_kg_t *g = &s->dom[d].kgs[i];
+            ts_shell_t *sh = g->shell;
+            if (sh) {
+                atomic_fetch_add_explicit(&sh->refs, 1, memory_order_relaxed);
+            } else if (g->n) {
+                sh = sl_malloc(sizeof *sh);
+                atomic_init(&sh->refs, 2);
+                sh->heap = g->heap;
+                sh->n = g->n;
+                sh->set = g->set;
+                g->shell = sh;
+            }
+            sn->shells[d][i] = sh;
+        }
+    }
+    s->stats.snapshots++;
+    s->stats.sync_kgs += 2 * (uint64_t)s->nkg;
+    *out = sn;
+    return SL_OK;
+}
+
+void sl_timers_snapshot_release(sl_timers_snapshot_t *sn) {
+    if (!sn) return;
+    for (int d = 0; d < 2; d++) {
+        for (int i = 0; i < sn->nkg; i++) ts_shell_drop(sn->shells[d][i]);
+        sl_free(sn->shells[d]);
+    }
+    sl_free(sn);
+}
+
+static int ts_bytes_cmp(const uint8_t *a, uint32_t alen, const uint8_t *b, uint32_t blen) {
+    int c = memcmp(a, b, SL_MIN(alen, blen));
+    return c ? c : (alen > blen) - (alen < blen);
+}
+
+/* Format order: timestamp, key, namespace. */
+static int ts_timer_cmp(const void *pa, const void *pb) {
+    const ts_timer_t *a = *(const ts_timer_t *const *)pa, *b = *(const ts_timer_t *const *)pb;
+    if (a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
+    int c = ts_bytes_cmp(a->data, a->klen, b->data, b->klen);
+    return c ? c : ts_bytes_cmp(a->data + a->klen, a->nslen, b->data + b->klen, b->nslen);
+}
+
+/* Appends one domain: the timers of heap[0..n) in format order. */
+static void ts_write_domain(sl_buf_t *out, const ts_hnode_t *heap, size_t n) {
+    const ts_timer_t **v = sl_malloc((n ? n : 1) * sizeof *v);
+    for (size_t i = 0; i < n; i++) v[i] = heap[i].t;
+    qsort(v, n, sizeof *v, ts_timer_cmp);
+    sl_kbf_varint(out, n);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t b[8];
+        sl_st64(b, (uint64_t)v[i]->ts);
+        sl_buf_append(out, b, 8);
+        sl_kbf_bytes(out, v[i]->data, v[i]->klen);
+        sl_kbf_bytes(out, v[i]->data + v[i]->klen, v[i]->nslen);
+    }
+    sl_free(v);
+}
+
+int sl_timers_snapshot_write_kg(const sl_timers_snapshot_t *sn, int kg, sl_buf_t *out) {
+    if (!sn || !out || kg < sn->range.start || kg >= sn->range.end) return SL_EINVAL;
+    size_t start = sl_kbf_begin_magic(out, TS_MAGIC, sn->max_parallelism, kg);
+    for (int d = 0; d < 2; d++) {
+        const ts_shell_t *sh = sn->shells[d][kg - sn->range.start];
+        ts_write_domain(out, sh ? sh->heap : NULL, sh ? sh->n : 0);
+    }
+    sl_kbf_end(out, start);
+    return SL_OK;
+}
+
+int sl_timers_snapshot_kg(const sl_timer_service_t *s, int kg, sl_buf_t *out) {
+    if (!s || !out || kg < s->range.start || kg >= s->range.end) return SL_EINVAL;
+    size_t start = sl_kbf_begin_magic(out, TS_MAGIC, s->max_parallelism, kg);
+    for (int d = 0; d < 2; d++) {
+        const ts_kg_t *g = &s->dom[d].kgs[kg - s->range.start];
+        ts_write_domain(out, g->heap, g->n);
+    }
+    sl_kbf_end(out, start);
+    return SL_OK;
+}
+
+/* Removes every timer of key group kgi in both domains (a failed
+ * restore's undo). */
+static void ts_clear_kg(sl_timer_service_t *s, int kgi) {
+    for (int d = 0; d < 2; d++) {
+        ts_domain_t *D = &s->dom[d];
+        ts_kg_t *g = &D->kgs[kgi];
+        if (g->shell) ts_shell_drop(ts_unshare(s, g));
+        for (size_t j = 0; j < g->n; j++) sl_free(g->heap[j].t);
+        D->count -= (int64_t)g->n;
+        g->n = 0;
+        if (g->set) memset(g->set, 0, (g->smask + 1) * sizeof *g->set);
+        ts_kg_changed(D, kgi);
+    }
+}
+
+/* One pass over the block: checks it (load false) or loads it. */
+static int ts_restore_pass(sl_timer_service_t *s, int kg, const uint8_t *data, size_t len, bool load, char *err,
+                           size_t errlen) {
+    sl_kbf_reader_t r;
+    int rc = sl_kbf_open(&r, data, len, TS_MAGIC, s->max_parallelism, kg, "timers", err, errlen);
+    if (rc) return rc;
+    static const char *dname[2] = {"event-time", "processing-time"};
+    for (int d = 0; d < 2; d++) {
+        uint32_t n;
+        if (!sl_kbf_rd_varint32(&r, &n))
+            return sl_errf(err, errlen, SL_EFORMAT, "timers of key group %d: bad number of %s timers at byte %zu", kg,
+                           dname[d], (size_t)(r.p - r.base));
+        for (uint32_t i = 0; i < n; i++) {
+            uint64_t ts;
+            const uint8_t *k, *ns;
+            uint32_t klen, nslen;
+            const char *what = NULL;
+            if (!sl_kbf_rd_u64(&r, &ts)) what = "timestamp";
+            else if (!sl_kbf_rd_bytes(&r, &k, &klen)) what = "key";
+            else if (!sl_kbf_rd_bytes(&r, &ns, &nslen)) what = "namespace";
+            if (what)
+                return sl_errf(err, errlen, SL_EFORMAT,
+                               "timers of key group %d: %s timer %u: bad or truncated %s at byte %zu", kg, dname[d],
+                               (unsigned)i, what, (size_t)(r.p - r.base));
+            int kkg = sl_kg_of_hash(sl_kg_key_hash(k, klen), s->max_parallelism);
+            if (kkg != kg)
+                return sl_errf(err, errlen, SL_EFORMAT,
+                               "timers of key group %d: %s timer %u: its key belongs to key group %d", kg, dname[d],
+                               (unsigned)i, kkg);
+            if (load && sl_timers_register(s, (sl_time_domain_t)d, kg, k, klen, ns, nslen, (int64_t)ts) == 0)
+                return sl_errf(err, errlen, SL_EFORMAT, "timers of key group %d: %s timer %u appears twice", kg,
+                               dname[d], (unsigned)i);
+        }
+    }
+    if (r.p != r.end)
+        return sl_errf(err, errlen, SL_EFORMAT, "timers of key group %d: %zu unexpected bytes after the timers", kg,
+                       (size_t)(r.end - r.p));
+    return SL_OK;
+}
+
+int sl_timers_restore_kg(sl_timer_service_t *s, int kg, const uint8_t *data, size_t len, char *err, size_t errlen) {
+    if (!s) return SL_EINVAL;
+    if (kg < s->range.start || kg >= s->range.end)
+        return sl_errf(err, errlen, SL_EINVAL, "timers: key group %d is outside this service's range [%d, %d)", kg,
+                       s->range.start, s->range.end);
+    int kgi = kg - s->range.start;
+    if (s->dom[0].kgs[kgi].n || s->dom[1].kgs[kgi].n)
+        return sl_errf(err, errlen, SL_ESTATE, "timers of key group %d: cannot restore, the key group has timers", kg);
+    int rc = ts_restore_pass(s, kg, data, len, false, err, errlen);
+    if (rc) return rc;
+    rc = ts_restore_pass(s, kg, data, len, true, err, errlen);
+    if (rc) ts_clear_kg(s, kgi);
+    return rc;
+}
+
+void sl_timers_cow_stats(const sl_timer_service_t *s, sl_timers_cow_stats_t *out) { *out = s->stats; }

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/common.h"
 #include "sluice/sluice.h"
 #include "state/key_group.h"
 
@@ -46,5 +47,52 @@ int64_t sl_timers_count(const sl_timer_service_t *s, sl_time_domain_t d);
 /* Visits every timer of one key group (for snapshots); order unspecified. */
 int sl_timers_foreach_kg(const sl_timer_service_t *s, sl_time_domain_t d, int kg,
                          int (*cb)(void *c, const sl_timer_t *t), void *c);
+
+/* ---- Snapshots ----
+ *
+ * Timers are snapshotted and restored by key group, both domains in one
+ * block of the timer format:
+ *
+ *   block    := "SLTM" u8:version(1) varint:max_parallelism varint:key_group
+ *               domain(event) domain(processing) u64le:checksum
+ *   domain   := varint:n timer*
+ *   timer    := u64le:timestamp (two's complement) bytes:key bytes:namespace
+ *
+ * with varint and bytes as in the keyed-state format (state_backend.h) and
+ * the checksum xxh3-64 of every byte before it.  Writers emit timers in
+ * order of timestamp (signed), then key, then namespace (bytewise); readers
+ * accept any order but reject duplicates and keys of another key group.
+ *
+ * Two ways to write one:
+ *   sl_timers_snapshot + sl_timers_snapshot_write_kg: copy-on-write, like
+ *     the heap backend.  sl_timers_snapshot is the synchronous phase and
+ *     costs O(key groups), not O(timers): each non-empty (domain, key
+ *     group) is marked shared; the first register, delete or pop that
+ *     changes a shared key group copies that key group's timers (O(its
+ *     timers)), once per snapshot.  write_kg and release may run on any
+ *     thread while the task keeps using the service (release: once, after
+ *     every write_kg returned; a snapshot may outlive its service).
+ *   sl_timers_snapshot_kg: serializes the key group now, on the task
+ *     thread, in O(its timers) — for tests and small timer sets.
+ */
+typedef struct sl_timers_snapshot sl_timers_snapshot_t;
+
+int sl_timers_snapshot(sl_timer_service_t *s, sl_timers_snapshot_t **out);
+/* Appends key group kg's block to out; SL_EINVAL outside the range. */
+int sl_timers_snapshot_write_kg(const sl_timers_snapshot_t *snap, int kg, sl_buf_t *out);
+void sl_timers_snapshot_release(sl_timers_snapshot_t *snap);
+int sl_timers_snapshot_kg(const sl_timer_service_t *s, int kg, sl_buf_t *out);
+
+/* Loads one key group's block into the service, whose key group kg must
+ * hold no timer in either domain.  The block is checked whole before
+ * anything is loaded; a duplicate timer removes what was loaded.  0, or
+ * < 0 with err naming what is wrong. */
+int sl_timers_restore_kg(sl_timer_service_t *s, int kg, const uint8_t *data, size_t len, char *err, size_t errlen);
+
+/* Copy-on-write counters (task thread). */
+typedef struct sl_timers_cow_stats {
+    uint64_t snapshots, sync_kgs, cow_copies, cow_timers, cow_reclaimed;
+} sl_timers_cow_stats_t;
+void sl_timers_cow_stats(const sl_timer_service_t *s, sl_timers_cow_stats_t *out);
 
 #endif

@@ -928,6 +928,15 @@ static int w_on_processing_time(sl_operator_t *o, int64_t now) {
 
 /* ---- lifecycle ---------------------------------------------------------------- */
 
+static int rebuild_bucket(void *c, const void *key, uint32_t klen, const void *ns, uint32_t nslen) {
+    win_op_t *op = c;
+    if (nslen != SL_WINDOW_NS_LEN) return 0;
+    sl_window_t w = sl_window_from_ns(ns);
+    sl_kb_set_key(KB(op), key, klen);
+    bucket_add(op, &w);
+    return 0;
+}
+
 static int w_open(sl_operator_t *o) {
     win_op_t *op = (win_op_t *)o;
     if (!o->kb || !o->timers) return sl_op_fail(o, SL_EINVAL, "a window operator needs a keyed stream");
@@ -951,6 +960,9 @@ static int w_open(sl_operator_t *o) {
         op->sid_merge = o->kb->ops->register_state(o->kb, &md);
         if (op->sid_merge < 0) return fail_state(op, "registering merging-window-set");
     }
+    /* Restored state: the window buckets are derived from the contents. */
+    if (op->fast && op->event_time && o->kb->ops->count(o->kb, op->sid_contents) > 0)
+        o->kb->ops->foreach_entry(o->kb, op->sid_contents, rebuild_bucket, op);
     return 0;
 }
 

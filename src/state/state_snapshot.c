@@ -1,0 +1,244 @@
+/*
+ * state_snapshot.c — the canonical keyed-state format (described in
+ * state_backend.h): writing helpers, a bounds-checked reader, the block
+ * parser every backend's restore uses, and the dispatch of a snapshot view
+ * to its backend.
+ *
+ * Nothing here trusts its input: every length is checked against the bytes
+ * that remain before it is used, counts never size an allocation (a count
+ * is only a loop bound, and each iteration consumes at least one byte), and
+ * every error says what was being read and at which byte of the block.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "common/common.h"
+#include "state/state_backend.h"
+
+#define KBF_MAGIC "SLKS"
+#define KBF_HDR_MIN 7u /* magic, version, two one-byte varints */
+#define KBF_SUM 8u
+
+/* ------------------------------------------------------------------ */
+/* dispatch                                                            */
+
+int sl_kb_snapshot_write(const sl_kb_snapshot_t *s, int kg, sl_buf_t *out) {
+    if (!s || !out) return SL_EINVAL;
+    return s->ops->snapshot_write(s, kg, out);
+}
+
+void sl_kb_snapshot_release(sl_kb_snapshot_t *s) {
+    if (s) s->ops->snapshot_release(s);
+}
+
+/* ------------------------------------------------------------------ */
+/* writing                                                             */
+
+void sl_kbf_varint(sl_buf_t *out, uint64_t v) {
+    uint8_t b[10];
+    int n = 0;
+    do {
+        uint8_t x = v & 0x7f;
+        v >>= 7;
+        b[n++] = x | (v ? 0x80 : 0);
+    } while (v);
+    sl_buf_append(out, b, (size_t)n);
+}
+
+void sl_kbf_bytes(sl_buf_t *out, const void *p, uint32_t n) {
+    sl_kbf_varint(out, n);
+    sl_buf_append(out, p, n);
+}
+
+size_t sl_kbf_begin_magic(sl_buf_t *out, const char magic[4], int max_parallelism, int kg) {
+    size_t start = out->len;
+    sl_buf_append(out, magic, 4);
+    sl_kbf_u8(out, SL_KB_FORMAT_VERSION);
+    sl_kbf_varint(out, (uint64_t)max_parallelism);
+    sl_kbf_varint(out, (uint64_t)kg);
+    return start;
+}
+
+size_t sl_kbf_begin(sl_buf_t *out, int max_parallelism, int kg, uint32_t nstates) {
+    size_t start = sl_kbf_begin_magic(out, KBF_MAGIC, max_parallelism, kg);
+    sl_kbf_varint(out, nstates);
+    return start;
+}
+
+void sl_kbf_end(sl_buf_t *out, size_t start) {
+    uint8_t sum[8];
+    sl_st64(sum, sl_hash_bytes(out->p + start, out->len - start));
+    sl_buf_append(out, sum, sizeof sum);
+}
+
+/* ------------------------------------------------------------------ */
+/* reading                                                             */
+
+/* Minimal LEB128 of at most 32 bits. */
+bool sl_kbf_rd_varint32(sl_kbf_reader_t *r, uint32_t *v) {
+    uint64_t x = 0;
+    for (int i = 0; i < 5; i++) {
+        if (r->p >= r->end) return false;
+        uint8_t b = *r->p++;
+        x |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            if (i > 0 && b == 0) return false; /* not minimal */
+            if (x > UINT32_MAX) return false;
+            *v = (uint32_t)x;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool sl_kbf_rd_bytes(sl_kbf_reader_t *r, const uint8_t **p, uint32_t *n) {
+    uint32_t len;
+    if (!sl_kbf_rd_varint32(r, &len) || (size_t)(r->end - r->p) < len) return false;
+    *p = r->p;
+    *n = len;
+    r->p += len;
+    return true;
+}
+
+bool sl_kbf_rd_u8(sl_kbf_reader_t *r, uint8_t *v) {
+    if (r->p >= r->end) return false;
+    *v = *r->p++;
+    return true;
+}
+
+bool sl_kbf_rd_u64(sl_kbf_reader_t *r, uint64_t *v) {
+    if ((size_t)(r->end - r->p) < 8) return false;
+    *v = sl_ld64(r->p);
+    r->p += 8;
+    return true;
+}
+
+static size_t kbf_off(const sl_kbf_reader_t *r) { return (size_t)(r->p - r->base); }
+
+int sl_kbf_open(sl_kbf_reader_t *r, const uint8_t *data, size_t len, const char magic[4], int max_parallelism,
+                int kg, const char *what, char *err, size_t errlen) {
+    if (!data && len) return sl_errf(err, errlen, SL_EINVAL, "%s of key group %d: no data", what, kg);
+    if (len < KBF_HDR_MIN + KBF_SUM)
+        return sl_errf(err, errlen, SL_EFORMAT, "%s of key group %d: block of %zu bytes is too short (truncated?)",
+                       what, kg, len);
+    if (memcmp(data, magic, 4) != 0)
+        return sl_errf(err, errlen, SL_EFORMAT, "%s of key group %d: bad magic (not a %.4s block)", what, kg, magic);
+    uint64_t stored = sl_ld64(data + len - KBF_SUM), computed = sl_hash_bytes(data, len - KBF_SUM);
+    if (stored != computed)
+        return sl_errf(err, errlen, SL_EFORMAT,
+                       "%s of key group %d: checksum mismatch over %zu bytes (stored %016" PRIx64
+                       ", computed %016" PRIx64 "): the block is corrupt or truncated",
+                       what, kg, len - KBF_SUM, stored, computed);
+    r->base = data;
+    r->p = data + 4;
+    r->end = data + len - KBF_SUM;
+    uint8_t ver = 0;
+    uint32_t maxp, bkg;
+    if (!sl_kbf_rd_u8(r, &ver) || ver != SL_KB_FORMAT_VERSION)
+        return sl_errf(err, errlen, SL_EFORMAT, "%s of key group %d: unsupported format version %u (this build reads %d)",
+                       what, kg, (unsigned)ver, SL_KB_FORMAT_VERSION);
+    if (!sl_kbf_rd_varint32(r, &maxp))
+        return sl_errf(err, errlen, SL_EFORMAT, "%s of key group %d: bad max parallelism at byte %zu", what, kg,
+                       kbf_off(r));
+    if ((int64_t)maxp != max_parallelism)
+        return sl_errf(err, errlen, SL_EFORMAT,
+                       "%s of key group %d: written with max parallelism %" PRIu32
+                       ", restoring with %d (keyed state cannot change max parallelism)",
+                       what, kg, maxp, max_parallelism);
+    if (!sl_kbf_rd_varint32(r, &bkg))
+        return sl_errf(err, errlen, SL_EFORMAT, "%s of key group %d: bad key group at byte %zu", what, kg, kbf_off(r));
+    if ((int64_t)bkg != kg)
+        return sl_errf(err, errlen, SL_EFORMAT, "%s of key group %d: the block holds key group %" PRIu32, what, kg,
+                       bkg);
+    return SL_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* the keyed-state block                                               */
+
+const char *sl_kbf_kind_name(int k) {
+    return k == SL_STATE_VALUE ? "value" : k == SL_STATE_LIST ? "list" : k == SL_STATE_MAP ? "map" : "?";
+}
+
+int sl_kbf_parse(const uint8_t *data, size_t len, int max_parallelism, int kg, const sl_kbf_visitor_t *v, void *c,
+                 char *err, size_t errlen) {
+    sl_kbf_reader_t r;
+    int rc = sl_kbf_open(&r, data, len, KBF_MAGIC, max_parallelism, kg, "keyed state", err, errlen);
+    if (rc) return rc;
+    const char *what = "number of states";
+    uint32_t nstates, si = 0, ei = 0, ii = 0;
+    const uint8_t *name = NULL;
+    uint32_t namelen = 0;
+    int level = 0; /* for messages: 1 in a state, 2 in an entry, 3 in an item */
+    if (!sl_kbf_rd_varint32(&r, &nstates)) goto bad;
+    for (si = 0; si < nstates; si++) {
+        level = 1;
+        ei = ii = 0;
+        name = NULL;
+        what = "state name";
+        if (!sl_kbf_rd_bytes(&r, &name, &namelen)) goto bad;
+        if (namelen == 0 || memchr(name, 0, namelen)) {
+            what = "state name (empty or with a NUL byte)";
+            goto bad;
+        }
+        uint8_t kind;
+        uint32_t nent;
+        what = "state kind";
+        if (!sl_kbf_rd_u8(&r, &kind) || kind > SL_STATE_MAP) goto bad;
+        what = "number of entries";
+        if (!sl_kbf_rd_varint32(&r, &nent)) goto bad;
+        if (v && v->state && (rc = v->state(c, (const char *)name, namelen, (sl_state_kind_t)kind, nent)) < 0)
+            return rc;
+        for (ei = 0; ei < nent; ei++) {
+            level = 2;
+            ii = 0;
+            const uint8_t *k, *ns;
+            uint32_t klen, nslen, n = 1;
+            what = "key";
+            if (!sl_kbf_rd_bytes(&r, &k, &klen)) goto bad;
+            int kkg = sl_kg_of_hash(sl_kg_key_hash(k, klen), max_parallelism);
+            if (kkg != kg) {
+                return sl_errf(err, errlen, SL_EFORMAT,
+                               "keyed state of key group %d: state '%.*s', entry %" PRIu32
+                               ": the key belongs to key group %d (byte %zu)",
+                               kg, (int)SL_MIN(namelen, 64u), (const char *)name, ei, kkg, kbf_off(&r));
+            }
+            what = "namespace";
+            if (!sl_kbf_rd_bytes(&r, &ns, &nslen)) goto bad;
+            if (kind != SL_STATE_VALUE) {
+                what = kind == SL_STATE_LIST ? "number of list elements" : "number of map entries";
+                if (!sl_kbf_rd_varint32(&r, &n) || n == 0) goto bad;
+            }
+            if (v && v->entry && (rc = v->entry(c, k, klen, ns, nslen, n)) < 0) return rc;
+            for (ii = 0; ii < n; ii++) {
+                level = 3;
+                const uint8_t *uk = NULL, *val;
+                uint32_t uklen = 0, vlen;
+                if (kind == SL_STATE_MAP) {
+                    what = "map user key";
+                    if (!sl_kbf_rd_bytes(&r, &uk, &uklen)) goto bad;
+                }
+                what = kind == SL_STATE_LIST ? "list element" : kind == SL_STATE_MAP ? "map value" : "value";
+                if (!sl_kbf_rd_bytes(&r, &val, &vlen)) goto bad;
+                if (v && v->item && (rc = v->item(c, uk, uklen, val, vlen)) < 0) return rc;
+            }
+        }
+    }
+    if (r.p != r.end) {
+        return sl_errf(err, errlen, SL_EFORMAT, "keyed state of key group %d: %zu unexpected bytes after the last state",
+                       kg, (size_t)(r.end - r.p));
+    }
+    return SL_OK;
+bad : {
+    char where[200] = "";
+    if (level >= 1 && name)
+        snprintf(where, sizeof where, " state %" PRIu32 " ('%.*s')", si, (int)SL_MIN(namelen, 64u), (const char *)name);
+    else if (level >= 1)
+        snprintf(where, sizeof where, " state %" PRIu32, si);
+    if (level >= 2) snprintf(where + strlen(where), sizeof where - strlen(where), ", entry %" PRIu32, ei);
+    if (level >= 3) snprintf(where + strlen(where), sizeof where - strlen(where), ", item %" PRIu32, ii);
+    return sl_errf(err, errlen, SL_EFORMAT, "keyed state of key group %d:%s: bad or truncated %s at byte %zu", kg,
+                   where, what, kbf_off(&r));
+}
+}
+
