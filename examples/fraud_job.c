@@ -70,6 +70,13 @@ fraud_opts_t fraud_defaults(void) {
 int fraud_run(const fraud_opts_t *o, fraud_summary_t *sum, char *err, size_t errlen) {
     sl_env_t *env = sl_env_new();
     sl_env_set_parallelism(env, o->parallelism);
+    if (o->checkpoint_interval_ms > 0) sl_env_enable_checkpointing(env, o->checkpoint_interval_ms, SL_CHECKPOINT_EXACTLY_ONCE);
+    if (o->checkpoint_dir) sl_env_set_checkpoint_dir(env, o->checkpoint_dir);
+    if (o->from_checkpoint && sl_env_restore_from(env, o->from_checkpoint) != 0) {
+        snprintf(err, errlen, "%s", sl_env_error(env));
+        sl_env_destroy(env);
+        return SL_EINVAL;
+    }
 
     sl_schema_t *txn = sl_schema_parse("card_id BIGINT NOT NULL, amount DOUBLE NOT NULL, ts TIMESTAMP(3) NOT NULL",
                                        NULL, 0);
@@ -96,7 +103,9 @@ int fraud_run(const fraud_opts_t *o, fraud_summary_t *sum, char *err, size_t err
     sl_uid(sl_name(windows, "count-and-sum"), "card-window");
 
     /* one results file each: the sinks run at parallelism 1 */
-    sl_parallelism(sl_uid(sl_sink_to(windows, sl_file_sink(o->output, SL_FMT_JSON), "window-results"), "window-sink"), 1);
+    sl_sink_t results = o->exactly_once_dir ? sl_exactly_once_file_sink(o->exactly_once_dir, SL_FMT_JSON)
+                                            : sl_file_sink(o->output, SL_FMT_JSON);
+    sl_parallelism(sl_uid(sl_sink_to(windows, results, "window-results"), "window-sink"), 1);
     sl_stream_t *late = sl_side_output(windows, "late-transactions");
     sl_parallelism(sl_uid(sl_sink_to(late, sl_file_sink(o->late_output, SL_FMT_JSON), "late-events"), "late-sink"), 1);
     if (o->print) sl_sink_to(windows, sl_print_sink("window"), "print");
@@ -113,6 +122,7 @@ int fraud_run(const fraud_opts_t *o, fraud_summary_t *sum, char *err, size_t err
         sl_env_operator_metrics(env, "window-sink", &sum->windows_out, NULL);
         sl_env_operator_metrics(env, "late-sink", &sum->late_events, NULL);
         sum->skipped = sl_env_records_skipped(env, "transactions");
+        sum->checkpoints = sl_env_checkpoints_completed(env);
         sum->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     }
     sl_env_destroy(env);

@@ -23,6 +23,10 @@ typedef struct fraud_opts {
     const char *output;         /* window results (JSON lines) */
     const char *late_output;    /* late events (JSON lines) */
     bool print;                 /* also print results to stdout */
+    int64_t checkpoint_interval_ms; /* 0: no checkpoints */
+    const char *checkpoint_dir;     /* execution.checkpointing.dir */
+    const char *from_checkpoint;    /* restore from this chk-<n> or job directory */
+    const char *exactly_once_dir;   /* results through the exactly-once file sink instead */
 } fraud_opts_t;
 
 typedef struct fraud_summary {
@@ -30,6 +34,7 @@ typedef struct fraud_summary {
     int64_t windows_out;
     int64_t late_events;
     int64_t skipped;
+    int64_t checkpoints;
     double seconds;
 } fraud_summary_t;
 

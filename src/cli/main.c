@@ -43,6 +43,12 @@ static void usage(FILE *f) {
             "  --output FILE            window results, JSON lines (default fraud-windows.jsonl)\n"
             "  --late-output FILE       late events, JSON lines (default fraud-late.jsonl)\n"
             "  --print                  also print every window result\n"
+            "checkpoints:\n"
+            "  --checkpoint-interval MS exactly-once checkpoints every MS (default: off)\n"
+            "  --checkpoint-dir DIR     write checkpoints to DIR/fraud-detection/chk-<n>\n"
+            "  --from-checkpoint PATH   restore from a chk-<n> directory, or the latest in a\n"
+            "                           job's checkpoint directory (Flink's run -s PATH)\n"
+            "  --exactly-once-output DIR  window results through the exactly-once file sink\n"
             "  -h, --help               this text\n"
             "  --version                sluice's version\n");
 }
@@ -152,6 +158,15 @@ int main(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--print")) {
             o.print = true;
+        } else if (!strcmp(a, "--checkpoint-interval")) {
+            NEXT_I64(o.checkpoint_interval_ms);
+        } else if (!strcmp(a, "--checkpoint-dir") || !strcmp(a, "--from-checkpoint") ||
+                   !strcmp(a, "--exactly-once-output")) {
+            if (!v) { fprintf(stderr, "sluice: %s needs a path\n", a); return 2; }
+            if (!strcmp(a, "--checkpoint-dir")) o.checkpoint_dir = v;
+            else if (!strcmp(a, "--from-checkpoint")) o.from_checkpoint = v;
+            else o.exactly_once_dir = v;
+            i++;
         } else {
             fprintf(stderr, "sluice: unknown option '%s' (see sluice --help)\n", a);
             return 2;
@@ -175,10 +190,13 @@ int main(int argc, char **argv) {
     group(e, sizeof e, s.seconds > 0 ? (int64_t)((double)s.events_in / s.seconds) : 0);
     printf("fraud-detection finished in %.2f s\n", s.seconds);
     printf("  events in     %14s  (%s events/s)\n", a, e);
-    printf("  windows out   %14s  -> %s\n", b, o.output);
+    printf("  windows out   %14s  -> %s\n", b, o.exactly_once_dir ? o.exactly_once_dir : o.output);
     printf("  late events   %14s  -> %s\n", c, o.late_output);
+    if (s.checkpoints) printf("  checkpoints   %14lld  -> %s\n", (long long)s.checkpoints, o.checkpoint_dir ? o.checkpoint_dir : "(not persisted)");
     if (s.skipped) printf("  skipped       %14s  (malformed input)\n", d2);
-    printf("  first results:\n");
-    show_head(o.output, 3);
+    if (!o.exactly_once_dir) {
+        printf("  first results:\n");
+        show_head(o.output, 3);
+    }
     return 0;
 }
