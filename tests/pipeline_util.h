@@ -74,11 +74,33 @@ static void counter_destroy_reader(void *reader) {
 
 static void counter_destroy(void *ctx) { free(ctx); }
 
+/* Position: next value and done count per split. */
+static int counter_snapshot(void *reader, int64_t id, void (*put)(void *, const void *, size_t), void *pc) {
+    counter_reader_t *r = reader;
+    put(pc, &r->nsplits, sizeof r->nsplits);
+    put(pc, r->next, sizeof(int64_t) * (size_t)r->nsplits);
+    return 0;
+}
+
+static int counter_restore(void *reader, const void *state, size_t len, char *err, size_t el) {
+    counter_reader_t *r = reader;
+    int n;
+    if (len < sizeof n) return SL_EFORMAT;
+    memcpy(&n, state, sizeof n);
+    if (n != r->nsplits || len != sizeof n + sizeof(int64_t) * (size_t)n) return SL_EFORMAT;
+    memcpy(r->next, (const char *)state + sizeof n, sizeof(int64_t) * (size_t)n);
+    r->done = 0;
+    for (int i = 0; i < n; i++) r->done += r->next[i] < 0;
+    return 0;
+}
+
 static const sl_source_ops_t counter_ops = {.name = "counter",
                                             .create_reader = counter_create,
                                             .poll = counter_poll,
                                             .destroy_reader = counter_destroy_reader,
-                                            .destroy = counter_destroy};
+                                            .destroy = counter_destroy,
+                                            .snapshot = counter_snapshot,
+                                            .restore = counter_restore};
 
 static inline sl_source_t counter_source(int64_t n, int splits) {
     counter_src_t *s = calloc(1, sizeof *s);

@@ -84,6 +84,14 @@ SL_API void sl_env_set_checkpoints_retained(sl_env_t *env, int n);
  * two-phase-commit sinks recover; keyed state follows with the state
  * backend snapshots. */
 SL_API int sl_env_restore_from(sl_env_t *env, const char *path);
+/* Restart strategy (restart-strategy.type: fixed-delay): after a
+ * retriable failure (a user function error, I/O, state) the job restarts
+ * from its latest completed checkpoint, at most `attempts` times, waiting
+ * delay_ms before each.  Default: 3 attempts, 1 s, when checkpointing is
+ * enabled; none otherwise.  attempts = 0 disables restarts. */
+SL_API void sl_env_set_restart_fixed_delay(sl_env_t *env, int attempts, int64_t delay_ms);
+/* Restarts in the last sl_env_execute. */
+SL_API int sl_env_restarts(const sl_env_t *env);
 /* Checkpoints completed in the last run. */
 SL_API int64_t sl_env_checkpoints_completed(const sl_env_t *env);
 /* Disables operator chaining (every operator in its own task). */

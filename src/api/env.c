@@ -2,7 +2,9 @@
  * env.c — the execution environment: settings, ownership of everything the
  * builder creates, side-output tags, and sl_env_execute().
  */
+#include <ctype.h>
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 #include <stdio.h>
 
@@ -30,6 +32,8 @@ sl_env_t *sl_env_new(void) {
     env->clock = default_clock;
     sl_ckpt_config_defaults(&env->ckpt);
     env->ckpt_retained = 1;
+    env->restart_attempts = -1;
+    env->restart_delay_ms = 1000;
     env->tags.n = 1;
     env->tags.tags = sl_calloc(1, sizeof(sl_tag_t));
     pthread_mutex_init(&env->run_mu, NULL);
@@ -199,12 +203,85 @@ int sl_output_tag(sl_env_t *env, const char *tag, sl_schema_t *schema) {
     return id < 0 ? id : 0;
 }
 
+static int run_once(sl_env_t *env, const char *job_name);
+
+void sl_env_job_id(const char *job_name, char *buf, size_t cap) {
+    size_t k = 0;
+    for (const char *c = job_name ? job_name : "job"; *c && k + 1 < cap; c++)
+        buf[k++] = (isalnum((unsigned char)*c) || *c == '-' || *c == '_' || *c == '.') ? *c : '_';
+    buf[k] = 0;
+    if (!k || buf[0] == '.') snprintf(buf, cap, "job");
+}
+
+void sl_env_set_restart_fixed_delay(sl_env_t *env, int attempts, int64_t delay_ms) {
+    if (attempts < 0 || delay_ms < 0) {
+        sl_env_errorf(env, "restart-strategy.fixed-delay: attempts (%d) and delay (%lld ms) must not be negative",
+                      attempts, (long long)delay_ms);
+        return;
+    }
+    env->restart_attempts = attempts;
+    env->restart_delay_ms = delay_ms;
+}
+
+int sl_env_restarts(const sl_env_t *env) { return env->restarts; }
+
+/* Before a restart: the latest completed checkpoint of this job (if any)
+ * becomes the state to restore. */
+static int prepare_restart(sl_env_t *env, const char *job_name) {
+    if (!env->ckpt_dir) return 0;
+    char job[300], err[600];
+    sl_env_job_id(job_name, job, sizeof job);
+    sl_ckpt_storage_t *st = NULL;
+    if (sl_ckpt_storage_fs_open(env->ckpt_dir, job, &st, err, sizeof err) < 0) return 0;
+    sl_ckpt_metadata_t *md = NULL;
+    int rc = sl_ckpt_storage_load_latest(st, &md, err, sizeof err);
+    st->ops->destroy(st);
+    if (rc == SL_ENOTFOUND) return 0; /* none yet: the restored one (if any) or a fresh start */
+    if (rc < 0) {
+        sl_env_errorf(env, "restart: %s", err);
+        return rc;
+    }
+    sl_ckpt_metadata_free(env->restore_md);
+    env->restore_md = md;
+    char chk[4200];
+    snprintf(chk, sizeof chk, "%s/%s/chk-%lld", env->ckpt_dir, job, (long long)md->checkpoint_id);
+    sl_free(env->restore_path);
+    env->restore_path = sl_strdup(chk);
+    return 0;
+}
+
 int sl_env_execute(sl_env_t *env, const char *job_name) {
     if (env->err_rc) return env->err_rc;
     if (env->nnodes == 0) {
         sl_env_errorf(env, "job '%s' has no operators", job_name ? job_name : "");
         return SL_EINVAL;
     }
+    int attempts = env->restart_attempts >= 0 ? env->restart_attempts : env->ckpt_enabled ? 3 : 0;
+    env->restarts = 0;
+    for (;;) {
+        int rc = run_once(env, job_name);
+        if (rc == 0 || rc == SL_ECANCELED || !sl_err_retriable(rc) || env->restarts >= attempts ||
+            atomic_load(&env->cancel_requested)) {
+            atomic_store(&env->cancel_requested, false);
+            return rc;
+        }
+        fprintf(stderr, "sluice: job '%s' failed (%s); restarting from the latest checkpoint (attempt %d of %d)\n",
+                job_name ? job_name : "", env->err, env->restarts + 1, attempts);
+        env->restarts++;
+        if (env->restart_delay_ms > 0) {
+            struct timespec ts = {(time_t)(env->restart_delay_ms / 1000), (long)(env->restart_delay_ms % 1000) * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        if (prepare_restart(env, job_name) < 0) {
+            atomic_store(&env->cancel_requested, false);
+            return SL_EINVAL;
+        }
+        env->err[0] = 0;
+        env->err_rc = 0;
+    }
+}
+
+static int run_once(sl_env_t *env, const char *job_name) {
     sl_executor_t *ex = NULL;
     int rc = sl_executor_new(env, job_name, &ex, env->err, sizeof env->err);
     if (rc < 0) return rc;
@@ -218,7 +295,6 @@ int sl_env_execute(sl_env_t *env, const char *job_name) {
     env->running = NULL;
     pthread_mutex_unlock(&env->run_mu);
     sl_executor_destroy(ex);
-    atomic_store(&env->cancel_requested, false);
     return rc;
 }
 

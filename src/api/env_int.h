@@ -32,6 +32,9 @@ struct sl_env {
     int ckpt_retained;
     struct sl_ckpt_metadata *restore_md; /* sl_env_restore_from */
     char *restore_path; /* the restored chk-<n> directory */
+    int restart_attempts;  /* -1: the default (3 with checkpointing, else 0) */
+    int64_t restart_delay_ms;
+    int restarts;
 
     sl_node_t **nodes;
     int nnodes;
@@ -49,6 +52,8 @@ struct sl_env {
     atomic_bool cancel_requested;
 };
 
+/* The job's directory name under the checkpoint directory. */
+void sl_env_job_id(const char *job_name, char *buf, size_t cap);
 /* The effective parallelism of a node. */
 int sl_env_node_parallelism(const sl_env_t *env, const sl_node_t *n);
 int sl_env_max_parallelism(const sl_env_t *env);

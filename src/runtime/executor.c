@@ -55,6 +55,9 @@ struct sl_executor {
     bool writer_started, writer_stop;
     pthread_cond_t writer_cv;
     struct wq { sl_ckpt_task_snap_t *snap; struct wq *next; } *wq_head, *wq_tail;
+    /* per task, per operator: operator state at the task's end (a
+     * finished source's final position); later checkpoints carry it */
+    sl_buf_t **final_state;
 };
 
 static sl_channel_t *new_channel(sl_executor_t *ex, sl_task_t *consumer) {
@@ -143,13 +146,49 @@ static int hook_prepare(void *ctx, int64_t id, int64_t ts, char *err, size_t err
     return 0;
 }
 
+void sl_executor_task_final(sl_executor_t *ex, sl_task_t *t) {
+    if (!ex->coord) return;
+    sl_buf_t *bufs = sl_calloc((size_t)t->nops, sizeof *bufs);
+    for (int k = 0; k < t->nops; k++)
+        if (t->ops[k]->vt->snapshot_state) t->ops[k]->vt->snapshot_state(t->ops[k], 0, &bufs[k]);
+    pthread_mutex_lock(&ex->ckpt_mu);
+    ex->final_state[t->index] = bufs;
+    pthread_mutex_unlock(&ex->ckpt_mu);
+}
+
+/* A finished task acknowledges implicitly: its final operator state goes
+ * into the checkpoint where it did not acknowledge itself (ckpt_mu held). */
+static void add_final_state(sl_executor_t *ex, sl_ckpt_metadata_t *md) {
+    for (int i = 0; i < ex->nall; i++) {
+        sl_task_t *t = ex->all[i];
+        sl_buf_t *bufs = ex->final_state[i];
+        if (!bufs) continue;
+        const sl_job_vertex_t *v = &ex->jg.v[t->vertex];
+        for (int k = 0; k < t->nops; k++) {
+            if (!bufs[k].len) continue;
+            char uid[300];
+            op_uid(ex->env->nodes[v->nodes[k]], uid, sizeof uid);
+            sl_ckpt_operator_t *op = sl_ckpt_metadata_find_operator(md, uid);
+            if (!op || t->subtask >= op->parallelism) continue;
+            sl_ckpt_subtask_t *st = &op->subtasks[t->subtask];
+            if (!sl_ckpt_find_blob(st->blobs, st->nblobs, "operator-state"))
+                sl_ckpt_subtask_add_blob(st, "operator-state", SL_CKPT_DIST_SPLIT, bufs[k].p, bufs[k].len);
+        }
+    }
+}
+
 static int hook_finalize(void *ctx, int64_t id, char *err, size_t errlen) {
     sl_executor_t *ex = ctx;
+    pthread_mutex_lock(&ex->mu);
+    bool stopping = ex->failed || ex->canceled;
+    pthread_mutex_unlock(&ex->mu);
+    if (stopping) return sl_errf(err, errlen, SL_ECANCELED, "the job is failing or cancelled");
     if (!ex->storage) return 0;
     pthread_mutex_lock(&ex->ckpt_mu);
     sl_ckpt_metadata_t *md = ex->pending_md[id % 64];
     if (md && md->checkpoint_id == id) ex->pending_md[id % 64] = NULL;
     else md = NULL;
+    if (md) add_final_state(ex, md);
     pthread_mutex_unlock(&ex->ckpt_mu);
     if (!md) return sl_errf(err, errlen, SL_ESTATE, "checkpoint %lld: no metadata being assembled", (long long)id);
     md->completion_ts = sl_wall_ms();
@@ -460,6 +499,20 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
         sl_executor_destroy(ex);
         return rc;
     }
+    if (env->restore_md) { /* a source that cannot rewind would replay from its start: duplicates */
+        for (int i = 0; i < env->nnodes; i++) {
+            const sl_node_t *n = env->nodes[i];
+            if (n->kind == SL_NODE_SOURCE && (!n->source.ops->snapshot || !n->source.ops->restore)) {
+                rc = sl_errf(err, errlen, SL_EINVAL,
+                             "restore: source '%s' (%s) cannot snapshot and restore its position, so restoring "
+                             "checkpoint %lld would replay it from its start",
+                             n->name, n->source.ops->name ? n->source.ops->name : "?",
+                             (long long)env->restore_md->checkpoint_id);
+                sl_executor_destroy(ex);
+                return rc;
+            }
+        }
+    }
     if (env->restore_md) { /* state nobody takes is refused (Flink: --allowNonRestoredState) */
         for (int i = 0; i < env->restore_md->noperators; i++) {
             const sl_ckpt_operator_t *mo = &env->restore_md->operators[i];
@@ -530,14 +583,10 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
             ex->all = sl_realloc(ex->all, (size_t)(ex->nall + 1) * sizeof *ex->all);
             ex->all[ex->nall++] = t;
         }
+    ex->final_state = sl_calloc((size_t)(ex->nall ? ex->nall : 1), sizeof *ex->final_state);
     if (env->ckpt_enabled) {
         if (env->ckpt_dir) {
-            /* the job's directory: its name, made safe for a path */
-            size_t k = 0;
-            for (const char *c = job_name ? job_name : "job"; *c && k + 1 < sizeof ex->job_id; c++)
-                ex->job_id[k++] = (isalnum((unsigned char)*c) || *c == '-' || *c == '_' || *c == '.') ? *c : '_';
-            ex->job_id[k] = 0;
-            if (!k || ex->job_id[0] == '.') snprintf(ex->job_id, sizeof ex->job_id, "job");
+            sl_env_job_id(job_name, ex->job_id, sizeof ex->job_id);
             rc = sl_ckpt_storage_fs_open(env->ckpt_dir, ex->job_id, &ex->storage, err, errlen);
             if (rc < 0) {
                 sl_executor_destroy(ex);
@@ -587,7 +636,9 @@ void sl_executor_task_failed(sl_executor_t *ex, sl_task_t *t) {
 }
 
 void sl_executor_task_done(sl_executor_t *ex, sl_task_t *t) {
-    if (ex->coord) sl_coordinator_task_finished(ex->coord, t->index);
+    /* Only a task that ran to its end acknowledges later checkpoints
+     * implicitly; a cancelled one has no state to speak for. */
+    if (ex->coord && t->finished) sl_coordinator_task_finished(ex->coord, t->index);
     pthread_mutex_lock(&ex->mu);
     ex->running--;
     pthread_cond_broadcast(&ex->cv);
@@ -667,6 +718,13 @@ int sl_executor_run(sl_executor_t *ex, char *err, size_t errlen) {
 
 void sl_executor_destroy(sl_executor_t *ex) {
     if (!ex) return;
+    for (int i = 0; ex->final_state && i < ex->nall; i++) {
+        if (!ex->final_state[i]) continue;
+        for (int k = 0; k < ex->all[i]->nops; k++) sl_buf_free(&ex->final_state[i][k]);
+        sl_free(ex->final_state[i]);
+    }
+    sl_free(ex->final_state);
+
     for (int v = 0; v < ex->ntasks; v++) {
         for (int s = 0; s < ex->jg.v[v].parallelism; s++) {
             sl_task_t *t = &ex->tasks[v][s];

@@ -437,7 +437,10 @@ void *sl_task_main(void *arg) {
     }
     if (!t->failed) run_loop(t);
     bool canceled = atomic_load(&t->cancel);
-    if (!t->failed && !canceled) finish_chain(t);
+    if (!t->failed && !canceled) {
+        finish_chain(t);
+        if (!t->failed) sl_executor_task_final(t->ex, t);
+    }
     for (int i = 0; i < t->nops; i++)
         if (t->ops[i]->vt->close) t->ops[i]->vt->close(t->ops[i]);
     if (t->failed)

@@ -106,6 +106,9 @@ typedef struct sl_ckpt_task_snap {
  * snapshot of checkpoint id; the executor persists it and acknowledges.
  * Takes ownership of snap. */
 void sl_executor_task_snapshot(sl_executor_t *ex, sl_ckpt_task_snap_t *snap);
+/* The task reached its end: its operators' final state (e.g. a finished
+ * source's position) stands for it in later checkpoints. */
+void sl_executor_task_final(sl_executor_t *ex, sl_task_t *t);
 /* Implemented in executor.c: a task reports its failure. */
 void sl_executor_task_failed(sl_executor_t *ex, sl_task_t *t);
 void sl_executor_task_done(sl_executor_t *ex, sl_task_t *t);
