@@ -15,9 +15,15 @@
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+static const char *child_fault; /* SLUICE_FAULT_AT for the next child */
+
 static pid_t spawn(const char *out, const char *ckpt, long long n, bool restore, bool window) {
     pid_t pid = fork();
     if (pid == 0) {
+        if (child_fault)
+            setenv("SLUICE_FAULT_AT", child_fault, 1);
+        else
+            unsetenv("SLUICE_FAULT_AT");
         char ns[32];
         snprintf(ns, sizeof ns, "%lld", n);
         if (!freopen("/dev/null", "w", stdout)) _exit(126);
@@ -30,9 +36,11 @@ static pid_t spawn(const char *out, const char *ckpt, long long n, bool restore,
 
 /* Runs the job, killing it `kills` times at random moments and restarting
  * it from its latest checkpoint, until it finishes.  Returns the kills. */
+static bool resume_first; /* run_with_kills starts by restoring (after a crash) */
+
 static int run_with_kills(const char *out, const char *ckpt, long long n, bool window, int kills, int max_ms) {
     int killed = 0;
-    bool first = true;
+    bool first = !resume_first;
     for (int round = 0; round < kills + 20; round++) {
         pid_t pid = spawn(out, ckpt, n, !first, window);
         first = false;
@@ -145,20 +153,8 @@ TEST(kill9_windows_exactly_once) {
     free(got);
 }
 
-TEST(kill9_exactly_once) {
-    const long long N = 400000;
-    char out[1024], ckpt[1024];
-    snprintf(out, sizeof out, "%s/kill9-out", sl_test_tmpdir());
-    snprintf(ckpt, sizeof ckpt, "%s/kill9-ckpt", sl_test_tmpdir());
-    unsigned seed = (unsigned)time(NULL);
-    const char *se = getenv("SLUICE_KILL9_SEED");
-    if (se) seed = (unsigned)atoi(se);
-    int kills = getenv("SLUICE_KILL9_KILLS") ? atoi(getenv("SLUICE_KILL9_KILLS")) : 12;
-    fprintf(stderr, "  seed %u, %d kills\n", seed, kills);
-    srand(seed);
-    int killed = run_with_kills(out, ckpt, N, false, kills, 230);
-    fprintf(stderr, "  killed %d times\n", killed);
-    CHECK(killed >= 1);
+/* The committed output in `out` is the generator's N events exactly once. */
+static void verify_plain(const char *out, long long N) {
     /* committed output vs the generator, line by line (as the sink encodes) */
     sl_datagen_opts_t g = sl_datagen_defaults();
     g.seed = 7;
@@ -220,8 +216,51 @@ TEST(kill9_exactly_once) {
     free(got);
 }
 
+TEST(kill9_exactly_once) {
+    const long long N = 400000;
+    char out[1024], ckpt[1024];
+    snprintf(out, sizeof out, "%s/kill9-out", sl_test_tmpdir());
+    snprintf(ckpt, sizeof ckpt, "%s/kill9-ckpt", sl_test_tmpdir());
+    unsigned seed = (unsigned)time(NULL);
+    const char *se = getenv("SLUICE_KILL9_SEED");
+    if (se) seed = (unsigned)atoi(se);
+    int kills = getenv("SLUICE_KILL9_KILLS") ? atoi(getenv("SLUICE_KILL9_KILLS")) : 12;
+    fprintf(stderr, "  seed %u, %d kills\n", seed, kills);
+    srand(seed);
+    int killed = run_with_kills(out, ckpt, N, false, kills, 230);
+    fprintf(stderr, "  killed %d times\n", killed);
+    CHECK(killed >= 1);
+    verify_plain(out, N);
+}
+
+/* A kill inside each window of the two-phase commit, then recovery. */
+TEST(kill9_in_each_2pc_window) {
+    static const char *points[] = {"sink.before-precommit:3", "sink.after-precommit:3",
+                                   "checkpoint.completed-before-notify:2", "sink.during-commit:2"};
+    for (size_t i = 0; i < sizeof points / sizeof points[0]; i++) {
+        const long long N = 60000;
+        char out[1024], ckpt[1024];
+        snprintf(out, sizeof out, "%s/fault%zu-out", sl_test_tmpdir(), i);
+        snprintf(ckpt, sizeof ckpt, "%s/fault%zu-ckpt", sl_test_tmpdir(), i);
+        child_fault = points[i];
+        pid_t pid = spawn(out, ckpt, N, false, false);
+        int st;
+        waitpid(pid, &st, 0);
+        child_fault = NULL;
+        fprintf(stderr, "  %s: %s\n", points[i],
+                WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL ? "killed there" : "not reached");
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+        resume_first = true;
+        int k = run_with_kills(out, ckpt, N, false, 0, 1); /* restore and finish */
+        resume_first = false;
+        CHECK_EQ(k, 0);
+        verify_plain(out, N);
+    }
+}
+
 int main(void) {
     RUN(kill9_exactly_once);
+    RUN(kill9_in_each_2pc_window);
     RUN(kill9_windows_exactly_once);
     TEST_MAIN_END();
 }

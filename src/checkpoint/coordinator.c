@@ -122,6 +122,8 @@ static bool maybe_complete(sl_coordinator_t *c, int i) {
             return false;
         }
         p = &c->pending[i];
+        /* _metadata is durable; the tasks have not been told yet */
+        sl_fault_point("checkpoint.completed-before-notify");
     }
     sl_ckpt_stats_t *s = stats_for(c, id);
     if (s) {

@@ -4,7 +4,10 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <time.h>
+#include <unistd.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -104,3 +107,29 @@ const char *sl_strerror(int rc) {
 }
 
 bool sl_err_retriable(int rc) { return rc == SL_EIO || rc == SL_ESTATE || rc == SL_EUSER; }
+
+static atomic_int fault_state; /* 0 unknown, 1 off, 2 on */
+static char fault_name[128];
+static atomic_long fault_left;
+
+void sl_fault_point(const char *name) {
+    int st = atomic_load_explicit(&fault_state, memory_order_relaxed);
+    if (st == 1) return;
+    if (st == 0) {
+        const char *v = getenv("SLUICE_FAULT_AT");
+        const char *colon = v ? strrchr(v, ':') : NULL;
+        if (!v || !colon || (size_t)(colon - v) >= sizeof fault_name) {
+            atomic_store(&fault_state, 1);
+            return;
+        }
+        memcpy(fault_name, v, (size_t)(colon - v));
+        fault_name[colon - v] = 0;
+        atomic_store(&fault_left, atol(colon + 1));
+        atomic_store(&fault_state, 2);
+    }
+    if (strcmp(name, fault_name) != 0) return;
+    if (atomic_fetch_sub(&fault_left, 1) == 1) {
+        fprintf(stderr, "sluice: fault injected at %s\n", name);
+        kill(getpid(), SIGKILL);
+    }
+}

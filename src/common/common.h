@@ -61,4 +61,10 @@ void sl_buf_reserve(sl_buf_t *b, size_t extra);
 void sl_buf_append(sl_buf_t *b, const void *p, size_t n);
 void sl_buf_free(sl_buf_t *b);
 
+
+/* Fault injection for crash tests: when the environment variable
+ * SLUICE_FAULT_AT is "<name>:<n>", the n-th time the process passes the
+ * point called <name> it kills itself with SIGKILL (as kill -9 would).
+ * Costs one relaxed atomic load when unset. */
+void sl_fault_point(const char *name);
 #endif

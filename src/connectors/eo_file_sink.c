@@ -156,6 +156,7 @@ static int eo_write(void *writer, const sl_record_t *rec, char *err, size_t errl
 
 static int eo_pre_commit(void *writer, int64_t id, char *err, size_t errlen) {
     eo_writer_t *w = writer;
+    sl_fault_point("sink.before-precommit");
     if (w->fd < 0) return 0; /* nothing written since the last pre-commit */
     char *pending = path_of(w, ".part-%d-%" PRId64 "-%016" PRIx64 ".pending", w->subtask, id, w->attempt);
     int rc = close_txn(w, pending, err, errlen);
@@ -168,6 +169,7 @@ static int eo_pre_commit(void *writer, int64_t id, char *err, size_t errlen) {
     w->pending[w->npending].ckpt = id;
     w->pending[w->npending].path = pending;
     w->npending++;
+    sl_fault_point("sink.after-precommit");
     return 0;
 }
 
@@ -194,6 +196,7 @@ static int commit_upto(eo_writer_t *w, int64_t upto, char *err, size_t errlen) {
         sl_free(final);
         sl_free(p->path);
         done++;
+        sl_fault_point("sink.during-commit"); /* some pending files renamed, others not yet */
     }
     w->npending = kept;
     if (!rc && done) rc = fsync_dir(w->ctx->dir, err, errlen);
