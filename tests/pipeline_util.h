@@ -74,23 +74,45 @@ static void counter_destroy_reader(void *reader) {
 
 static void counter_destroy(void *ctx) { free(ctx); }
 
-/* Position: next value and done count per split. */
+/* Position: per split, its global id and next value (-1: done). */
 static int counter_snapshot(void *reader, int64_t id, void (*put)(void *, const void *, size_t), void *pc) {
     counter_reader_t *r = reader;
-    put(pc, &r->nsplits, sizeof r->nsplits);
-    put(pc, r->next, sizeof(int64_t) * (size_t)r->nsplits);
+    uint32_t n = (uint32_t)r->nsplits;
+    put(pc, &n, sizeof n);
+    for (int i = 0; i < r->nsplits; i++) {
+        uint32_t k = (uint32_t)(r->first + i * r->stride);
+        put(pc, &k, sizeof k);
+        put(pc, &r->next[i], sizeof r->next[i]);
+    }
     return 0;
 }
 
+/* Union of every old subtask's positions: take the splits we own now. */
 static int counter_restore(void *reader, const void *state, size_t len, char *err, size_t el) {
     counter_reader_t *r = reader;
-    int n;
-    if (len < sizeof n) return SL_EFORMAT;
-    memcpy(&n, state, sizeof n);
-    if (n != r->nsplits || len != sizeof n + sizeof(int64_t) * (size_t)n) return SL_EFORMAT;
-    memcpy(r->next, (const char *)state + sizeof n, sizeof(int64_t) * (size_t)n);
+    const uint8_t *p = state, *end = p + len;
+    while (p < end) {
+        uint32_t blen, n;
+        if (end - p < 4) return SL_EFORMAT;
+        memcpy(&blen, p, 4);
+        p += 4;
+        if ((size_t)(end - p) < blen || blen < 4) return SL_EFORMAT;
+        memcpy(&n, p, 4);
+        if (blen != 4 + n * 12) return SL_EFORMAT;
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t k;
+            int64_t next;
+            memcpy(&k, p + 4 + i * 12, 4);
+            memcpy(&next, p + 8 + i * 12, 8);
+            if ((int)k % r->stride != r->first) continue;
+            int j = ((int)k - r->first) / r->stride;
+            if (j >= r->nsplits) return SL_EFORMAT;
+            r->next[j] = next;
+        }
+        p += blen;
+    }
     r->done = 0;
-    for (int i = 0; i < n; i++) r->done += r->next[i] < 0;
+    for (int i = 0; i < r->nsplits; i++) r->done += r->next[i] < 0;
     return 0;
 }
 

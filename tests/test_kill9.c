@@ -16,6 +16,7 @@
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static const char *child_fault; /* SLUICE_FAULT_AT for the next child */
+static const char *child_par = "--p=2"; /* parallelism of the next child */
 
 static pid_t spawn(const char *out, const char *ckpt, long long n, bool restore, bool window) {
     pid_t pid = fork();
@@ -28,7 +29,7 @@ static pid_t spawn(const char *out, const char *ckpt, long long n, bool restore,
         snprintf(ns, sizeof ns, "%lld", n);
         if (!freopen("/dev/null", "w", stdout)) _exit(126);
         execl(SLUICE_EO_JOB, SLUICE_EO_JOB, out, ckpt, ns, restore ? "--restore" : "--fresh",
-              window ? "--window" : "--plain", (char *)NULL);
+              window ? "--window" : "--plain", child_par, (char *)NULL);
         _exit(127);
     }
     return pid;
@@ -92,15 +93,31 @@ static long long read_lines(const char *dir, char **lines, long long cap, int *h
 
 /* Keyed state survives kill -9: window results of a killed-and-restored
  * run equal the brute-force windows of the generator, each exactly once. */
-TEST(kill9_windows_exactly_once) {
+static void windows_case(const char *name, int kills, const char *p_after) {
     const long long N = 300000;
     char out[1024], ckpt[1024];
-    snprintf(out, sizeof out, "%s/kill9w-out", sl_test_tmpdir());
-    snprintf(ckpt, sizeof ckpt, "%s/kill9w-ckpt", sl_test_tmpdir());
-    int kills = getenv("SLUICE_KILL9_KILLS") ? atoi(getenv("SLUICE_KILL9_KILLS")) : 8;
-    int killed = run_with_kills(out, ckpt, N, true, kills, 300);
-    fprintf(stderr, "  windows: killed %d times\n", killed);
-    CHECK(killed >= 1);
+    snprintf(out, sizeof out, "%s/%s-out", sl_test_tmpdir(), name);
+    snprintf(ckpt, sizeof ckpt, "%s/%s-ckpt", sl_test_tmpdir(), name);
+    if (!p_after) {
+        int killed = run_with_kills(out, ckpt, N, true, kills, 300);
+        fprintf(stderr, "  %s: killed %d times\n", name, killed);
+        CHECK(killed >= 1);
+    } else { /* killed once at parallelism 2, resumed at another parallelism */
+        pid_t pid = spawn(out, ckpt, N, false, true);
+        struct timespec ts = {0, (long)(250 + rand() % 300) * 1000000L};
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        int st;
+        waitpid(pid, &st, 0);
+        CHECK(WIFSIGNALED(st));
+        child_par = p_after;
+        resume_first = true;
+        int k = run_with_kills(out, ckpt, N, true, 0, 1);
+        child_par = "--p=2";
+        resume_first = false;
+        CHECK_EQ(k, 0);
+        fprintf(stderr, "  %s: killed at parallelism 2, finished at %s\n", name, p_after + 4);
+    }
     /* expected: per (card, 1-minute window) count and cents */
     sl_datagen_opts_t g = sl_datagen_defaults();
     g.seed = 7;
@@ -151,6 +168,17 @@ TEST(kill9_windows_exactly_once) {
     for (long long i = 0; i < ng; i++) free(got[i]);
     free(want);
     free(got);
+}
+
+TEST(kill9_windows_exactly_once) {
+    int kills = getenv("SLUICE_KILL9_KILLS") ? atoi(getenv("SLUICE_KILL9_KILLS")) : 8;
+    windows_case("kill9w", kills, NULL);
+}
+
+/* Keyed state moves by key group: restore at parallelism 2 -> 3 and 2 -> 1. */
+TEST(kill9_windows_rescale) {
+    windows_case("rescale3", 1, "--p=3");
+    windows_case("rescale1", 1, "--p=1");
 }
 
 /* The committed output in `out` is the generator's N events exactly once. */
@@ -262,5 +290,6 @@ int main(void) {
     RUN(kill9_exactly_once);
     RUN(kill9_in_each_2pc_window);
     RUN(kill9_windows_exactly_once);
+    RUN(kill9_windows_rescale);
     TEST_MAIN_END();
 }

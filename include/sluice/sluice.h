@@ -162,8 +162,12 @@ typedef struct sl_source_ops {
      * offsets) through put.  Called on the task's thread between polls, at
      * the point where barrier `id` enters the stream. */
     int (*snapshot)(void *reader, int64_t id, void (*put)(void *put_ctx, const void *p, size_t n), void *put_ctx);
-    /* Optional: a restored job's reader resumes from what snapshot wrote
-     * (same parallelism).  Called once, right after create_reader. */
+    /* Optional: a restored job's reader resumes from what snapshot wrote.
+     * state is the union over every subtask of the checkpoint — for each,
+     * a u32 (little-endian) length and the bytes its snapshot wrote — and
+     * the reader takes the splits it owns now, so a restore may change the
+     * parallelism (Flink's union list state).  Called once, right after
+     * create_reader. */
     int (*restore)(void *reader, const void *state, size_t len, char *err, size_t errlen);
 } sl_source_ops_t;
 

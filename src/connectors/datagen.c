@@ -115,6 +115,7 @@ typedef struct dg_reader {
     int64_t t0;      /* monotonic ns of the first poll */
     int64_t emitted;
     bool restored_done; /* restored splits already finished: report them on the first poll */
+    int subtask, parallelism;
 } dg_reader_t;
 
 static int dg_create_reader(void *ctx, int subtask, int parallelism, void **reader, int *nsplits, char *err,
@@ -126,6 +127,8 @@ static int dg_create_reader(void *ctx, int subtask, int parallelism, void **read
         return sl_errf(err, errlen, SL_EINVAL, "datagen: subtask %d of %d", subtask, parallelism);
     dg_reader_t *r = sl_calloc(1, sizeof *r);
     r->o = o;
+    r->subtask = subtask;
+    r->parallelism = parallelism;
     r->n = subtask < o->splits ? (o->splits - subtask + parallelism - 1) / parallelism : 0;
     r->live = r->n;
     r->splits = sl_calloc((size_t)(r->n ? r->n : 1), sizeof *r->splits);
@@ -184,40 +187,57 @@ static int dg_poll(void *reader, sl_source_output_t *out, int max, char *err, si
     return r->live ? SL_SRC_MORE : SL_SRC_END;
 }
 
-/* Position: for each of the reader's splits, the next event index. */
+/* Position: for each of the reader's splits, its global id and the next
+ * event index. */
 static int dg_snapshot(void *reader, int64_t id, void (*put)(void *, const void *, size_t), void *pc) {
     dg_reader_t *r = reader;
-    int32_t n = r->n;
+    uint32_t n = (uint32_t)r->n;
     put(pc, &n, sizeof n);
-    for (int j = 0; j < r->n; j++) put(pc, &r->splits[j].next, sizeof r->splits[j].next);
-    put(pc, &r->emitted, sizeof r->emitted);
+    for (int j = 0; j < r->n; j++) {
+        uint32_t k = (uint32_t)(r->subtask + j * r->parallelism);
+        put(pc, &k, sizeof k);
+        put(pc, &r->splits[j].next, sizeof r->splits[j].next);
+    }
     return 0;
 }
 
+/* Takes, from every old subtask's position, the splits this reader owns. */
 static int dg_restore(void *reader, const void *state, size_t len, char *err, size_t errlen) {
     dg_reader_t *r = reader;
-    int32_t n;
-    if (len < sizeof n) return sl_errf(err, errlen, SL_EFORMAT, "datagen: restored state is truncated");
-    memcpy(&n, state, sizeof n);
-    if (n != r->n || len != sizeof n + (size_t)n * 8 + 8)
-        return sl_errf(err, errlen, SL_EFORMAT, "datagen: restored state is for %d splits, this reader has %d", n, r->n);
-    const uint8_t *p = (const uint8_t *)state + sizeof n;
-    for (int j = 0; j < r->n; j++, p += 8) {
-        dg_split_t *sp = &r->splits[j];
-        memcpy(&sp->next, p, 8);
-        if (sp->next < 0 || (sp->end >= 0 && sp->next > sp->end))
-            return sl_errf(err, errlen, SL_EFORMAT, "datagen: restored position %lld is outside split %d",
-                           (long long)sp->next, j);
-        if (sp->end >= 0 && sp->next >= sp->end && !sp->done) {
-            sp->done = true;
-            r->live--;
-            r->restored_done = true;
+    const uint8_t *p = state, *end = p + len;
+    while (p < end) {
+        uint32_t blen, n;
+        if (end - p < 4) goto bad;
+        memcpy(&blen, p, 4);
+        p += 4;
+        if ((size_t)(end - p) < blen || blen < 4) goto bad;
+        const uint8_t *q = p, *qend = p + blen;
+        p += blen;
+        memcpy(&n, q, 4);
+        q += 4;
+        if ((size_t)(qend - q) != (size_t)n * 12) goto bad;
+        for (uint32_t i = 0; i < n; i++, q += 12) {
+            uint32_t k;
+            int64_t next;
+            memcpy(&k, q, 4);
+            memcpy(&next, q + 4, 8);
+            if ((int)k >= r->o->splits) goto bad;
+            if ((int)k % r->parallelism != r->subtask) continue; /* another subtask's split now */
+            dg_split_t *sp = &r->splits[((int)k - r->subtask) / r->parallelism];
+            if (next < 0 || (sp->end >= 0 && next > sp->end)) goto bad;
+            sp->next = next;
+            if (sp->end >= 0 && next >= sp->end && !sp->done) {
+                sp->done = true;
+                r->live--;
+                r->restored_done = true;
+            }
         }
     }
-    memcpy(&r->emitted, p, 8);
     r->t0 = 0; /* the rate restarts from now */
     r->emitted = 0;
     return 0;
+bad:
+    return sl_errf(err, errlen, SL_EFORMAT, "datagen: restored positions are malformed");
 }
 
 static void dg_destroy_reader(void *reader) {

@@ -58,6 +58,8 @@ struct sl_executor {
     /* per task, per operator: operator state at the task's end (a
      * finished source's final position); later checkpoints carry it */
     sl_buf_t **final_state;
+    sl_buf_t **unions; /* restored operator state handed to operators */
+    int nunions;
 };
 
 static sl_channel_t *new_channel(sl_executor_t *ex, sl_task_t *consumer) {
@@ -461,23 +463,23 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
                     op_uid(n, uid, sizeof uid);
                     const sl_ckpt_operator_t *mo = sl_ckpt_metadata_find_operator(env->restore_md, uid);
                     if (mo) {
-                        bool blobs = false;
-                        for (int q = 0; q < mo->parallelism; q++) blobs = blobs || mo->subtasks[q].nblobs > 0;
-                        if (mo->parallelism != jv->parallelism && blobs) {
-                            rc = sl_errf(err, errlen, SL_EINVAL,
-                                         "restore: operator '%s' had parallelism %d in checkpoint %lld, now %d; "
-                                         "redistributing operator state (source positions, sink transactions) to "
-                                         "another parallelism is not supported yet",
-                                         uid, mo->parallelism, (long long)env->restore_md->checkpoint_id,
-                                         jv->parallelism);
-                        } else if (mo->parallelism == jv->parallelism) {
-                            const sl_ckpt_blob_t *b = sl_ckpt_find_blob(mo->subtasks[s].blobs, mo->subtasks[s].nblobs,
+                        /* operator state: the union of every old subtask's (each
+                         * prefixed with its length); the operator takes its share */
+                        sl_buf_t *u = sl_calloc(1, sizeof *u);
+                        for (int q = 0; q < mo->parallelism; q++) {
+                            const sl_ckpt_blob_t *b = sl_ckpt_find_blob(mo->subtasks[q].blobs, mo->subtasks[q].nblobs,
                                                                         "operator-state");
-                            if (b) {
-                                op->restored_state = b->data;
-                                op->restored_len = b->len;
-                            }
+                            if (!b) continue;
+                            uint32_t bl = (uint32_t)b->len;
+                            sl_buf_append(u, &bl, 4);
+                            sl_buf_append(u, b->data, b->len);
                         }
+                        if (u->len) {
+                            op->restored_state = u->p;
+                            op->restored_len = u->len;
+                        }
+                        ex->unions = sl_realloc(ex->unions, (size_t)(ex->nunions + 1) * sizeof *ex->unions);
+                        ex->unions[ex->nunions++] = u;
                     }
                     if (rc == 0) {
                         char kerr[600] = "";
@@ -718,6 +720,11 @@ int sl_executor_run(sl_executor_t *ex, char *err, size_t errlen) {
 
 void sl_executor_destroy(sl_executor_t *ex) {
     if (!ex) return;
+    for (int i = 0; i < ex->nunions; i++) {
+        sl_buf_free(ex->unions[i]);
+        sl_free(ex->unions[i]);
+    }
+    sl_free(ex->unions);
     for (int i = 0; ex->final_state && i < ex->nall; i++) {
         if (!ex->final_state[i]) continue;
         for (int k = 0; k < ex->all[i]->nops; k++) sl_buf_free(&ex->final_state[i][k]);

@@ -51,12 +51,14 @@ int main(int argc, char **argv) {
     const char *out = argv[1], *ckpt = argv[2];
     long long n = atoll(argv[3]);
     bool restore = false, window = false;
+    int par = 2;
     for (int i = 4; i < argc; i++) {
         restore = restore || strcmp(argv[i], "--restore") == 0;
         window = window || strcmp(argv[i], "--window") == 0;
+        if (strncmp(argv[i], "--p=", 4) == 0) par = atoi(argv[i] + 4);
     }
     sl_env_t *env = sl_env_new();
-    sl_env_set_parallelism(env, 2);
+    sl_env_set_parallelism(env, par);
     sl_env_enable_checkpointing(env, 30, SL_CHECKPOINT_EXACTLY_ONCE);
     sl_env_set_checkpoint_dir(env, ckpt);
     sl_env_set_checkpoints_retained(env, 2);
