@@ -37,6 +37,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -84,6 +85,8 @@ typedef struct opts {
     double time_scale;     /* window latency: event-time ms per wall ms */
     double ts_step_ms;     /* window throughput: datagen event-time step (< 0: its default) */
     int64_t wm_interval_ms;/* auto watermark interval (engine default 200) */
+    int64_t checkpoint_ms; /* > 0: exactly-once checkpoints at this interval, persisted under /tmp */
+    int at_least_once;
     uint64_t seed;
 } opts_t;
 
@@ -496,6 +499,13 @@ static sl_schema_t *chain_schema(void) {
 static int build(sl_env_t *env, char *err, size_t el) {
     sl_env_set_parallelism(env, O.p);
     if (O.wm_interval_ms >= 0) sl_env_set_auto_watermark_interval(env, O.wm_interval_ms);
+    if (O.checkpoint_ms > 0) {
+        static char dir[128];
+        snprintf(dir, sizeof dir, "/tmp/sluice-bench-ckpt-%d", (int)getpid());
+        sl_env_enable_checkpointing(env, O.checkpoint_ms,
+                                    O.at_least_once ? SL_CHECKPOINT_AT_LEAST_ONCE : SL_CHECKPOINT_EXACTLY_ONCE);
+        sl_env_set_checkpoint_dir(env, dir);
+    }
     if (O.w != W_WINDOW) {
         sl_source_t src = {&fast_ops, NULL, chain_schema()};
         sl_stream_t *s = sl_from_source(env, src, sl_wm_none(), "source");
@@ -560,6 +570,8 @@ static void usage(FILE *f) {
             "  --time-scale X       window latency: event-time ms per wall ms (default 100)\n"
             "  --wm-interval MS     auto watermark interval (default: engine's, 200)\n"
             "  --late-fraction F    window throughput: datagen late share (default 0.001)\n"
+            "  --checkpoint-ms N    exactly-once checkpoints every N ms (persisted under /tmp)\n"
+            "  --at-least-once      with --checkpoint-ms: at-least-once (no alignment)\n"
             "  --ts-step-ms X       window throughput: datagen event-time step per event per\n"
             "                       split (default: datagen's, 1 ms; smaller = more keys live\n"
             "                       per window)\n"
@@ -638,6 +650,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--duration")) { NEED(); O.duration = atof(v); }
         else if (!strcmp(a, "--time-scale")) { NEED(); O.time_scale = atof(v); }
         else if (!strcmp(a, "--wm-interval")) { NEED(); O.wm_interval_ms = parse_count(v); }
+        else if (!strcmp(a, "--checkpoint-ms")) { NEED(); O.checkpoint_ms = parse_count(v); }
+        else if (!strcmp(a, "--at-least-once")) { O.at_least_once = 1; }
         else if (!strcmp(a, "--late-fraction")) { NEED(); O.late_fraction = atof(v); }
         else if (!strcmp(a, "--ts-step-ms")) { NEED(); O.ts_step_ms = atof(v); }
         else if (!strcmp(a, "--seed")) { NEED(); O.seed = (uint64_t)parse_count(v); }
@@ -680,7 +694,13 @@ int main(int argc, char **argv) {
     }
     int64_t src_out = 0;
     sl_env_operator_metrics(env, "source", NULL, &src_out);
+    int64_t ckpts = sl_env_checkpoints_completed(env), max_sync_us = sl_env_checkpoint_max_sync_us(env);
     sl_env_destroy(env);
+    if (O.checkpoint_ms > 0) {
+        char cmd[200];
+        snprintf(cmd, sizeof cmd, "rm -rf /tmp/sluice-bench-ckpt-%d", (int)getpid());
+        if (system(cmd) != 0) fprintf(stderr, "bench_pipelines: could not remove the checkpoint directory\n");
+    }
 
     double wall = (double)(t1 - t0) / 1e9, cpu = c1 - c0;
     double load1 = -1; /* the machine is shared: say how busy it was */
@@ -741,11 +761,11 @@ int main(int argc, char **argv) {
     printf("workload=%s mode=%s events=%" PRId64 " keys=%s p=%d rate=%s wall_s=%.3f cpu_s=%.3f eps=%.0f "
            "eps_per_core=%.0f out=%" PRId64 " p50_us=%s p99_us=%s p999_us=%s max_us=%s sched_p50_us=%s "
            "sched_p99_us=%s latency_samples=%" PRId64 " windows_fired=%d fire_delay_ms=%s fire_span_ms=%s "
-           "max_rss_mb=%.0f load1=%.2f check=%s\n",
+           "max_rss_mb=%.0f load1=%.2f checkpoints=%" PRId64 " max_sync_us=%" PRId64 " check=%s\n",
            workload_names[O.w], O.latency ? "latency" : "throughput", O.events,
            keys_s, O.p, rate_s, wall, cpu, (double)O.events / wall,
            (double)O.events / cpu, R.records, p50, p99, p999, pmax, s50, s99, O.latency ? R.lat.count : 0, nwin, delay_s, span_s,
-           (double)ru.ru_maxrss / 1024.0, load1,
+           (double)ru.ru_maxrss / 1024.0, load1, ckpts, max_sync_us,
            (win ? (got <= expect && got >= expect - expect / 100) : got == expect) && src_out == O.events ? "ok"
                                                                                                           : "MISMATCH");
     return 0;

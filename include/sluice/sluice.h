@@ -92,6 +92,9 @@ SL_API int sl_env_restore_from(sl_env_t *env, const char *path);
 SL_API void sl_env_set_restart_fixed_delay(sl_env_t *env, int attempts, int64_t delay_ms);
 /* Restarts in the last sl_env_execute. */
 SL_API int sl_env_restarts(const sl_env_t *env);
+/* Longest synchronous phase of a task's snapshot in the last run (µs):
+ * barrier forwarded -> copy-on-write views taken -> processing resumes. */
+SL_API int64_t sl_env_checkpoint_max_sync_us(const sl_env_t *env);
 /* Checkpoints completed in the last run. */
 SL_API int64_t sl_env_checkpoints_completed(const sl_env_t *env);
 /* Disables operator chaining (every operator in its own task). */

@@ -225,6 +225,8 @@ void sl_env_set_restart_fixed_delay(sl_env_t *env, int attempts, int64_t delay_m
 
 int sl_env_restarts(const sl_env_t *env) { return env->restarts; }
 
+int64_t sl_env_checkpoint_max_sync_us(const sl_env_t *env) { return env->ckpt_max_sync_ns / 1000; }
+
 /* Before a restart: the latest completed checkpoint of this job (if any)
  * becomes the state to restore. */
 static int prepare_restart(sl_env_t *env, const char *job_name) {

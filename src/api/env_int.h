@@ -35,6 +35,7 @@ struct sl_env {
     int restart_attempts;  /* -1: the default (3 with checkpointing, else 0) */
     int64_t restart_delay_ms;
     int restarts;
+    int64_t ckpt_max_sync_ns;
 
     sl_node_t **nodes;
     int nnodes;

@@ -690,6 +690,9 @@ int sl_executor_run(sl_executor_t *ex, char *err, size_t errlen) {
         }
         ex->env->ckpts_completed = sl_coordinator_completed(ex->coord, NULL);
     }
+    ex->env->ckpt_max_sync_ns = 0;
+    for (int i = 0; i < ex->nall; i++)
+        if (ex->all[i]->max_sync_ns > ex->env->ckpt_max_sync_ns) ex->env->ckpt_max_sync_ns = ex->all[i]->max_sync_ns;
     /* per-node metrics (of this run) */
     for (int i = 0; i < ex->env->nnodes; i++)
         ex->env->nodes[i]->records_in = ex->env->nodes[i]->records_out = ex->env->nodes[i]->records_skipped = 0;

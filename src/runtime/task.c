@@ -54,6 +54,7 @@ void sl_task_cancel(sl_task_t *t) {
 /* Barrier `id` passed this task: forward it, snapshot, acknowledge. */
 static void perform_checkpoint(sl_task_t *t, int64_t id, int64_t ts) {
     for (int i = 0; i < t->nwriters; i++) sl_record_writer_barrier(t->writers[i], id, ts);
+    int64_t t0 = sl_mono_ns();
     sl_ckpt_task_snap_t *snap = sl_calloc(1, sizeof *snap);
     snap->task = t;
     snap->id = id;
@@ -80,6 +81,8 @@ static void perform_checkpoint(sl_task_t *t, int64_t id, int64_t ts) {
         return;
     }
     t->checkpoints++;
+    int64_t sync_ns = sl_mono_ns() - t0;
+    if (sync_ns > t->max_sync_ns) t->max_sync_ns = sync_ns;
     sl_executor_task_snapshot(t->ex, snap);
 }
 

@@ -78,6 +78,7 @@ struct sl_task {
     int index;                   /* among all tasks of the job (coordinator's numbering) */
     sl_barrier_handler_t bh;     /* over every input channel of every gate */
     int64_t checkpoints;         /* snapshots taken */
+    int64_t max_sync_ns;         /* longest synchronous phase */
     /* metrics */
     int64_t busy_ns, idle_ns;
 };

@@ -1123,10 +1123,13 @@ typedef struct hb_restore {
     bool load;            /* false: the checking pass */
     char *err;
     size_t errlen;
-    /* checking pass: the block's state names so far */
-    const char **names;
-    uint32_t *namelens;
-    int nnames;
+    /* checking pass: the block's state names (checked for duplicates once
+     * all are known: sorting, so that no input makes it quadratic) */
+    struct hb_rs_name {
+        const char *p;
+        uint32_t n;
+    } *names;
+    uint32_t nnames, capnames;
     /* loading pass */
     int sid;
     sl_state_kind_t kind;
@@ -1141,14 +1144,12 @@ static int hb_rs_state(void *ctx, const char *name, uint32_t namelen, sl_state_k
     hb_restore_t *r = ctx;
     hb_backend_t *hb = (hb_backend_t *)r->b;
     if (!r->load) {
-        for (int i = 0; i < r->nnames; i++)
-            if (r->namelens[i] == namelen && memcmp(r->names[i], name, namelen) == 0)
-                return sl_errf(r->err, r->errlen, SL_EFORMAT, "keyed state of key group %d: state '%.*s' appears twice",
-                               r->kg, (int)SL_MIN(namelen, 64u), name);
-        r->names = sl_realloc(r->names, (size_t)(r->nnames + 1) * sizeof *r->names);
-        r->namelens = sl_realloc(r->namelens, (size_t)(r->nnames + 1) * sizeof *r->namelens);
-        r->names[r->nnames] = name;
-        r->namelens[r->nnames++] = namelen;
+        if (r->nnames == r->capnames) {
+            r->capnames = r->capnames ? 2 * r->capnames : 8;
+            r->names = sl_realloc(r->names, (size_t)r->capnames * sizeof *r->names);
+        }
+        r->names[r->nnames].p = name;
+        r->names[r->nnames++].n = namelen;
         for (int i = 0; i < hb->nstates; i++) {
             hb_state_t *st = &hb->states[i];
             if (strlen(st->name) == namelen && memcmp(st->name, name, namelen) == 0 && st->kind != kind)
@@ -1221,6 +1222,23 @@ static int hb_rs_item(void *ctx, const uint8_t *uk, uint32_t uklen, const uint8_
     return SL_OK;
 }
 
+static int hb_rs_name_cmp(const void *pa, const void *pb) {
+    const struct hb_rs_name *a = pa, *b = pb;
+    int c = memcmp(a->p, b->p, SL_MIN(a->n, b->n));
+    return c ? c : (a->n > b->n) - (a->n < b->n);
+}
+
+/* After the checking pass: a state named twice is an error. */
+static int hb_rs_check_names(hb_restore_t *r) {
+    if (r->nnames < 2) return SL_OK;
+    qsort(r->names, r->nnames, sizeof *r->names, hb_rs_name_cmp);
+    for (uint32_t i = 1; i < r->nnames; i++)
+        if (hb_rs_name_cmp(&r->names[i - 1], &r->names[i]) == 0)
+            return sl_errf(r->err, r->errlen, SL_EFORMAT, "keyed state of key group %d: state '%.*s' appears twice",
+                           r->kg, (int)SL_MIN(r->names[i].n, 64u), r->names[i].p);
+    return SL_OK;
+}
+
 /* Empties key group kgi of every state (a failed restore's undo). */
 static void hb_clear_kg(hb_backend_t *hb, int kgi) {
     for (int i = 0; i < hb->nstates; i++) {
@@ -1252,8 +1270,8 @@ static int hb_restore(sl_keyed_backend_t *b, int kg, const uint8_t *data, size_t
     static const sl_kbf_visitor_t vis = {hb_rs_state, hb_rs_entry, hb_rs_item};
     hb_restore_t r = {.b = b, .kg = kg, .err = err, .errlen = errlen};
     int rc = sl_kbf_parse(data, len, b->max_parallelism, kg, &vis, &r, err, errlen);
+    if (rc == 0) rc = hb_rs_check_names(&r);
     sl_free(r.names);
-    sl_free(r.namelens);
     if (rc) return rc;
     /* Load, keeping the caller's current key. */
     uint32_t keylen = b->keylen;

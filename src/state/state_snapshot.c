@@ -229,7 +229,7 @@ int sl_kbf_parse(const uint8_t *data, size_t len, int max_parallelism, int kg, c
                        kg, (size_t)(r.end - r.p));
     }
     return SL_OK;
-bad : {
+bad: {
     char where[200] = "";
     if (level >= 1 && name)
         snprintf(where, sizeof where, " state %" PRIu32 " ('%.*s')", si, (int)SL_MIN(namelen, 64u), (const char *)name);
