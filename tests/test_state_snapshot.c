@@ -1010,6 +1010,22 @@ TEST(corrupt_input) {
         r->ops->destroy(r);
         sl_buf_free(&x);
     }
+    /* A block with no state at all is valid (a backend with nothing
+     * registered wrote it). */
+    {
+        sl_keyed_backend_t *e = sl_heap_backend_new(MAXP, FULL);
+        sl_kb_snapshot_t *es;
+        CHECK_EQ(e->ops->snapshot(e, &es), 0);
+        sl_buf_t x = {0};
+        CHECK_EQ(sl_kb_snapshot_write(es, 7, &x), 0);
+        sl_kb_snapshot_release(es);
+        CHECK_EQ(x.len, 4 + 1 + 2 + 1 + 1 + 8);
+        r = sl_heap_backend_new(MAXP, FULL);
+        CHECK_EQ(r->ops->restore(r, 7, x.p, x.len, err, sizeof err), 0);
+        r->ops->destroy(r);
+        e->ops->destroy(e);
+        sl_buf_free(&x);
+    }
     sl_free(cp);
     free_all(blocks);
     b->ops->destroy(b);

@@ -222,6 +222,7 @@ void sl_kb_snapshot_release(sl_kb_snapshot_t *s);
  * The helpers below write and parse it; a backend's restore runs the
  * parser twice: once to check everything, once to load. */
 #define SL_KB_FORMAT_VERSION 1
+#define SL_KB_FORMAT_MAX_STATES 65536 /* states of one operator, a sanity bound for readers */
 
 /* Writing: begin appends the header (nstates included) and returns the
  * block's start offset in out; end appends the checksum of out[start..]. */

@@ -135,8 +135,9 @@ int sl_kbf_open(sl_kbf_reader_t *r, const uint8_t *data, size_t len, const char 
     uint8_t ver = 0;
     uint32_t maxp, bkg;
     if (!sl_kbf_rd_u8(r, &ver) || ver != SL_KB_FORMAT_VERSION)
-        return sl_errf(err, errlen, SL_EFORMAT, "%s of key group %d: unsupported format version %u (this build reads %d)",
-                       what, kg, (unsigned)ver, SL_KB_FORMAT_VERSION);
+        return sl_errf(err, errlen, SL_EFORMAT,
+                       "%s of key group %d: unsupported format version %u (this build reads %d)", what, kg,
+                       (unsigned)ver, SL_KB_FORMAT_VERSION);
     if (!sl_kbf_rd_varint32(r, &maxp))
         return sl_errf(err, errlen, SL_EFORMAT, "%s of key group %d: bad max parallelism at byte %zu", what, kg,
                        kbf_off(r));
@@ -171,6 +172,9 @@ int sl_kbf_parse(const uint8_t *data, size_t len, int max_parallelism, int kg, c
     uint32_t namelen = 0;
     int level = 0; /* for messages: 1 in a state, 2 in an entry, 3 in an item */
     if (!sl_kbf_rd_varint32(&r, &nstates)) goto bad;
+    if (nstates > SL_KB_FORMAT_MAX_STATES)
+        return sl_errf(err, errlen, SL_EFORMAT, "keyed state of key group %d: %" PRIu32 " states (at most %d)", kg,
+                       nstates, SL_KB_FORMAT_MAX_STATES);
     for (si = 0; si < nstates; si++) {
         level = 1;
         ei = ii = 0;
@@ -225,8 +229,9 @@ int sl_kbf_parse(const uint8_t *data, size_t len, int max_parallelism, int kg, c
         }
     }
     if (r.p != r.end) {
-        return sl_errf(err, errlen, SL_EFORMAT, "keyed state of key group %d: %zu unexpected bytes after the last state",
-                       kg, (size_t)(r.end - r.p));
+        return sl_errf(err, errlen, SL_EFORMAT,
+                       "keyed state of key group %d: %zu unexpected bytes after the last state", kg,
+                       (size_t)(r.end - r.p));
     }
     return SL_OK;
 bad: {
