@@ -13,6 +13,8 @@
  */
 #include "fraud_job.h"
 
+#include "config/config.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -69,6 +71,10 @@ fraud_opts_t fraud_defaults(void) {
 
 int fraud_run(const fraud_opts_t *o, fraud_summary_t *sum, char *err, size_t errlen) {
     sl_env_t *env = sl_env_new();
+    if (o->config && sl_config_apply_env(o->config, env, err, errlen) < 0) {
+        sl_env_destroy(env);
+        return SL_EINVAL;
+    }
     sl_env_set_parallelism(env, o->parallelism);
     if (o->checkpoint_interval_ms > 0) sl_env_enable_checkpointing(env, o->checkpoint_interval_ms, SL_CHECKPOINT_EXACTLY_ONCE);
     if (o->checkpoint_dir) sl_env_set_checkpoint_dir(env, o->checkpoint_dir);

@@ -248,6 +248,21 @@ TEST(cli) {
     CHECK_CONTAINS(out, "/nonexistent.jsonl");
     CHECK_EQ(run_cli("--help", out, sizeof out), 0);
     CHECK_CONTAINS(out, "usage: sluice");
+    /* config.yaml with Flink's keys */
+    char cfgp[1024];
+    snprintf(cfgp, sizeof cfgp, "%s/config.yaml", sl_test_tmpdir());
+    FILE *f = fopen(cfgp, "w");
+    fputs("execution:\n  checkpointing:\n    interval: 20 ms\n    dir: ckpts\nparallelism.default: 1\n", f);
+    fclose(f);
+    char args[1200];
+    snprintf(args, sizeof args, "--events 100000 --rate 400000 --config '%s'", cfgp);
+    CHECK_EQ(run_cli(args, out, sizeof out), 0);
+    CHECK_CONTAINS(out, "parallelism 1");
+    CHECK_CONTAINS(out, "checkpoints");
+    CHECK_EQ(run_cli("-D execution.checkpointing.intervall=10s", out, sizeof out), 2);
+    CHECK_CONTAINS(out, "execution.checkpointing.interval"); /* did you mean */
+    CHECK_EQ(run_cli("-Dstate.backend.type=rocksdb --events 10", out, sizeof out), 1);
+    CHECK_CONTAINS(out, "rocksdb is not supported yet");
 }
 
 int main(void) {

@@ -70,6 +70,10 @@ SL_API void sl_env_set_auto_watermark_interval(sl_env_t *env, int64_t ms);
  * (State persistence and restore arrive with checkpoint storage.) */
 typedef enum { SL_CHECKPOINT_EXACTLY_ONCE = 0, SL_CHECKPOINT_AT_LEAST_ONCE = 1 } sl_checkpoint_mode_t;
 SL_API void sl_env_enable_checkpointing(sl_env_t *env, int64_t interval_ms, sl_checkpoint_mode_t mode);
+/* execution.checkpointing.timeout / .min-pause / .max-concurrent-checkpoints
+ * / .tolerable-failed-checkpoints (defaults 10 min, 0, 1, 0). */
+SL_API void sl_env_set_checkpoint_options(sl_env_t *env, int64_t timeout_ms, int64_t min_pause_ms, int max_concurrent,
+                                          int tolerable_failed);
 /* Where checkpoints are written (execution.checkpointing.dir): each
  * completed checkpoint is dir/<job>/chk-<n>/ with its _metadata written
  * last, durably.  Without a directory checkpoints are taken but not

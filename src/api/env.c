@@ -146,6 +146,20 @@ void sl_env_enable_checkpointing(sl_env_t *env, int64_t interval_ms, sl_checkpoi
 
 int64_t sl_env_checkpoints_completed(const sl_env_t *env) { return env->ckpts_completed; }
 
+void sl_env_set_checkpoint_options(sl_env_t *env, int64_t timeout_ms, int64_t min_pause_ms, int max_concurrent,
+                                   int tolerable_failed) {
+    if (timeout_ms <= 0 || min_pause_ms < 0 || max_concurrent < 1 || tolerable_failed < 0) {
+        sl_env_errorf(env, "checkpoint options: timeout %lld ms must be > 0, min pause %lld ms >= 0, max concurrent "
+                           "%d >= 1, tolerable failures %d >= 0",
+                      (long long)timeout_ms, (long long)min_pause_ms, max_concurrent, tolerable_failed);
+        return;
+    }
+    env->ckpt.timeout_ms = timeout_ms;
+    env->ckpt.min_pause_ms = min_pause_ms;
+    env->ckpt.max_concurrent = max_concurrent;
+    env->ckpt.tolerable_failed = tolerable_failed;
+}
+
 void sl_env_set_checkpoint_dir(sl_env_t *env, const char *dir) {
     if (!dir || !*dir) {
         sl_env_errorf(env, "execution.checkpointing.dir: empty path");

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/config.h"
 #include "fraud_job.h"
 
 #define SLUICE_VERSION "0.1.0"
@@ -49,6 +50,9 @@ static void usage(FILE *f) {
             "  --from-checkpoint PATH   restore from a chk-<n> directory, or the latest in a\n"
             "                           job's checkpoint directory (Flink's run -s PATH)\n"
             "  --exactly-once-output DIR  window results through the exactly-once file sink\n"
+            "  --config FILE            a config.yaml with Flink's keys (execution.checkpointing.*,\n"
+            "                           restart-strategy.*, parallelism.default, ...)\n"
+            "  -D key=value             one configuration key (overrides the file)\n"
             "  -h, --help               this text\n"
             "  --version                sluice's version\n");
 }
@@ -99,6 +103,10 @@ static void show_head(const char *path, int lines) {
 
 int main(int argc, char **argv) {
     fraud_opts_t o = fraud_defaults();
+    sl_config_t cfg;
+    sl_config_defaults(&cfg);
+    bool have_cfg = false, explicit_p = false;
+    char cerr[2048];
     int i = 1;
     if (i < argc && strcmp(argv[i], "run") == 0) i++;
     if (i < argc && strcmp(argv[i], "fraud") == 0) i++;
@@ -133,11 +141,34 @@ int main(int argc, char **argv) {
             else if (v && !strcmp(v, "skip")) o.on_error = SL_ON_ERROR_SKIP;
             else { fprintf(stderr, "sluice: --on-error: expected fail or skip, got '%s'\n", v ? v : ""); return 2; }
             i++;
+        } else if (!strcmp(a, "--config")) {
+            if (!v) { fprintf(stderr, "sluice: --config needs a file\n"); return 2; }
+            if (sl_config_load_file(&cfg, v, cerr, sizeof cerr) < 0) {
+                fprintf(stderr, "sluice: %s\n", cerr);
+                return 2;
+            }
+            have_cfg = true;
+            i++;
+        } else if (!strncmp(a, "-D", 2)) {
+            const char *kv = a[2] ? a + 2 : v;
+            const char *eq = kv ? strchr(kv, '=') : NULL;
+            if (!eq) { fprintf(stderr, "sluice: -D needs key=value, got '%s'\n", kv ? kv : ""); return 2; }
+            char key[256];
+            snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
+            if (sl_config_set(&cfg, key, eq + 1, cerr, sizeof cerr) < 0) {
+                fprintf(stderr, "sluice: %s\n", cerr);
+                return 2;
+            }
+            have_cfg = true;
+            if (!a[2]) i++;
         } else if (!strcmp(a, "--events")) NEXT_I64(o.gen.count);
         else if (!strcmp(a, "--cards")) NEXT_I64(o.gen.cards);
         else if (!strcmp(a, "--splits")) NEXT_I64(o.gen.splits);
         else if (!strcmp(a, "--seed")) NEXT_I64(o.gen.seed);
-        else if (!strcmp(a, "-p") || !strcmp(a, "--parallelism")) NEXT_I64(o.parallelism);
+        else if (!strcmp(a, "-p") || !strcmp(a, "--parallelism")) {
+            NEXT_I64(o.parallelism);
+            explicit_p = true;
+        }
         else if (!strcmp(a, "--allowed-lateness")) NEXT_I64(o.allowed_lateness_ms);
         else if (!strcmp(a, "--idle-timeout")) NEXT_I64(o.idle_timeout_ms);
         else if (!strcmp(a, "--rate")) {
@@ -172,12 +203,22 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    if (have_cfg) {
+        if (sl_config_validate(&cfg, cerr, sizeof cerr) < 0) {
+            fprintf(stderr, "sluice: %s\n", cerr);
+            return 2;
+        }
+        o.config = &cfg;
+        if (!explicit_p) o.parallelism = cfg.parallelism;
+        if (!o.checkpoint_dir && cfg.checkpoint_dir) o.checkpoint_dir = cfg.checkpoint_dir;
+    }
     printf("sluice %s: running fraud-detection (%s, parallelism %d)\n", SLUICE_VERSION,
            o.input ? o.input : "built-in generator", o.parallelism);
     fflush(stdout);
     fraud_summary_t s;
     char err[1024] = "";
     int rc = fraud_run(&o, &s, err, sizeof err);
+    sl_config_free(&cfg);
     if (rc < 0) {
         fprintf(stderr, "sluice: job failed: %s\n", err[0] ? err : "unknown error");
         return 1;

@@ -1273,10 +1273,36 @@ const char *sl_config_enum_name(const char *key, int value) {
     return enum_name(&KEYS[i], value);
 }
 
-void sl_config_apply_env(const sl_config_t *cfg, struct sl_env *env) {
+int sl_config_apply_env(const sl_config_t *cfg, struct sl_env *env, char *err, size_t errlen) {
+    if (cfg->unaligned)
+        return sl_errf(err, errlen, SL_EINVAL, "execution.checkpointing.unaligned.enabled: true is not supported yet");
+    if (cfg->state_backend == SL_CFG_BACKEND_ROCKSDB)
+        return sl_errf(err, errlen, SL_EINVAL, "state.backend.type: rocksdb is not supported yet (hashmap is)");
+    if (cfg->incremental)
+        return sl_errf(err, errlen, SL_EINVAL, "execution.checkpointing.incremental: true is not supported yet");
+    int rs = sl_config_restart_strategy(cfg);
+    if (rs == SL_CFG_RESTART_EXPONENTIAL_DELAY || rs == SL_CFG_RESTART_FAILURE_RATE)
+        return sl_errf(err, errlen, SL_EINVAL, "restart-strategy.type: %s is not supported yet (fixed-delay and none are)",
+                       rs == SL_CFG_RESTART_EXPONENTIAL_DELAY ? "exponential-delay" : "failure-rate");
     sl_env_set_parallelism(env, cfg->parallelism);
     sl_env_set_max_parallelism(env, cfg->max_parallelism == -1 ? 0 : cfg->max_parallelism);
     sl_env_set_auto_watermark_interval(env, cfg->auto_watermark_interval_ms);
     sl_env_set_buffer_size(env, (int)cfg->segment_size);
     sl_env_set_buffers_per_channel(env, cfg->buffers_per_channel);
+    if (sl_config_checkpointing_enabled(cfg)) {
+        sl_env_enable_checkpointing(env, cfg->checkpoint_interval_ms,
+                                    cfg->checkpoint_mode == SL_CFG_AT_LEAST_ONCE ? SL_CHECKPOINT_AT_LEAST_ONCE
+                                                                                : SL_CHECKPOINT_EXACTLY_ONCE);
+        sl_env_set_checkpoint_options(env, cfg->checkpoint_timeout_ms, cfg->checkpoint_min_pause_ms,
+                                      cfg->max_concurrent_checkpoints, cfg->tolerable_failed_checkpoints);
+    }
+    if (cfg->checkpoint_dir) sl_env_set_checkpoint_dir(env, cfg->checkpoint_dir);
+    sl_env_set_checkpoints_retained(env, cfg->num_retained);
+    if (rs == SL_CFG_RESTART_NONE)
+        sl_env_set_restart_fixed_delay(env, 0, 0);
+    else if (rs == SL_CFG_RESTART_FIXED_DELAY)
+        sl_env_set_restart_fixed_delay(env, cfg->fixed_delay_attempts, cfg->fixed_delay_ms);
+    const char *e = sl_env_error(env);
+    if (e[0]) return sl_errf(err, errlen, SL_EINVAL, "%s", e);
+    return 0;
 }

@@ -202,9 +202,13 @@ int sl_config_restart_strategy(const sl_config_t *cfg);
 const char *sl_config_enum_name(const char *key, int value);
 
 struct sl_env;
-/* Copies the settings the environment has setters for (parallelism, max
- * parallelism, auto-watermark interval, segment size, buffers per channel)
- * into env. */
-void sl_config_apply_env(const sl_config_t *cfg, struct sl_env *env);
+/* Copies the settings into env: parallelism, max parallelism,
+ * auto-watermark interval, network buffers, checkpointing (interval, mode,
+ * timeout, min pause, max concurrent, tolerable failures, dir,
+ * num-retained) and the restart strategy.  A setting sluice does not
+ * implement yet (unaligned checkpoints, the rocksdb backend, incremental
+ * checkpoints, exponential-delay and failure-rate restarts) is an error
+ * naming the key, never silently ignored.  0 or SL_EINVAL. */
+int sl_config_apply_env(const sl_config_t *cfg, struct sl_env *env, char *err, size_t errlen);
 
 #endif
