@@ -101,6 +101,12 @@ static void show_head(const char *path, int lines) {
     fclose(f);
 }
 
+/* Frees the configuration on every way out (sanitizer builds check leaks). */
+static int finish(sl_config_t *cfg, int rc) {
+    sl_config_free(cfg);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     fraud_opts_t o = fraud_defaults();
     sl_config_t cfg;
@@ -117,47 +123,47 @@ int main(int argc, char **argv) {
         double d;
 #define NEXT_I64(dst)                                  \
     do {                                               \
-        if (parse_i64(a, v, &n) < 0) return 2;         \
+        if (parse_i64(a, v, &n) < 0) return finish(&cfg, 2);         \
         dst = n;                                       \
         i++;                                           \
     } while (0)
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
-            return 0;
+            return finish(&cfg, 0);
         } else if (!strcmp(a, "--version")) {
             printf("sluice %s\n", SLUICE_VERSION);
-            return 0;
+            return finish(&cfg, 0);
         } else if (!strcmp(a, "--input")) {
-            if (!v) { fprintf(stderr, "sluice: --input needs a file\n"); return 2; }
+            if (!v) { fprintf(stderr, "sluice: --input needs a file\n"); return finish(&cfg, 2); }
             o.input = v;
             i++;
         } else if (!strcmp(a, "--format")) {
             if (v && !strcmp(v, "json")) o.input_format = SL_FMT_JSON;
             else if (v && !strcmp(v, "csv")) o.input_format = SL_FMT_CSV;
-            else { fprintf(stderr, "sluice: --format: expected json or csv, got '%s'\n", v ? v : ""); return 2; }
+            else { fprintf(stderr, "sluice: --format: expected json or csv, got '%s'\n", v ? v : ""); return finish(&cfg, 2); }
             i++;
         } else if (!strcmp(a, "--on-error")) {
             if (v && !strcmp(v, "fail")) o.on_error = SL_ON_ERROR_FAIL;
             else if (v && !strcmp(v, "skip")) o.on_error = SL_ON_ERROR_SKIP;
-            else { fprintf(stderr, "sluice: --on-error: expected fail or skip, got '%s'\n", v ? v : ""); return 2; }
+            else { fprintf(stderr, "sluice: --on-error: expected fail or skip, got '%s'\n", v ? v : ""); return finish(&cfg, 2); }
             i++;
         } else if (!strcmp(a, "--config")) {
-            if (!v) { fprintf(stderr, "sluice: --config needs a file\n"); return 2; }
+            if (!v) { fprintf(stderr, "sluice: --config needs a file\n"); return finish(&cfg, 2); }
             if (sl_config_load_file(&cfg, v, cerr, sizeof cerr) < 0) {
                 fprintf(stderr, "sluice: %s\n", cerr);
-                return 2;
+                return finish(&cfg, 2);
             }
             have_cfg = true;
             i++;
         } else if (!strncmp(a, "-D", 2)) {
             const char *kv = a[2] ? a + 2 : v;
             const char *eq = kv ? strchr(kv, '=') : NULL;
-            if (!eq) { fprintf(stderr, "sluice: -D needs key=value, got '%s'\n", kv ? kv : ""); return 2; }
+            if (!eq) { fprintf(stderr, "sluice: -D needs key=value, got '%s'\n", kv ? kv : ""); return finish(&cfg, 2); }
             char key[256];
             snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
             if (sl_config_set(&cfg, key, eq + 1, cerr, sizeof cerr) < 0) {
                 fprintf(stderr, "sluice: %s\n", cerr);
-                return 2;
+                return finish(&cfg, 2);
             }
             have_cfg = true;
             if (!a[2]) i++;
@@ -172,19 +178,19 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--allowed-lateness")) NEXT_I64(o.allowed_lateness_ms);
         else if (!strcmp(a, "--idle-timeout")) NEXT_I64(o.idle_timeout_ms);
         else if (!strcmp(a, "--rate")) {
-            if (parse_f64(a, v, &d) < 0) return 2;
+            if (parse_f64(a, v, &d) < 0) return finish(&cfg, 2);
             o.gen.rate = d;
             i++;
         } else if (!strcmp(a, "--late-fraction")) {
-            if (parse_f64(a, v, &d) < 0) return 2;
+            if (parse_f64(a, v, &d) < 0) return finish(&cfg, 2);
             o.gen.late_fraction = d;
             i++;
         } else if (!strcmp(a, "--output")) {
-            if (!v) { fprintf(stderr, "sluice: --output needs a file\n"); return 2; }
+            if (!v) { fprintf(stderr, "sluice: --output needs a file\n"); return finish(&cfg, 2); }
             o.output = v;
             i++;
         } else if (!strcmp(a, "--late-output")) {
-            if (!v) { fprintf(stderr, "sluice: --late-output needs a file\n"); return 2; }
+            if (!v) { fprintf(stderr, "sluice: --late-output needs a file\n"); return finish(&cfg, 2); }
             o.late_output = v;
             i++;
         } else if (!strcmp(a, "--print")) {
@@ -193,20 +199,20 @@ int main(int argc, char **argv) {
             NEXT_I64(o.checkpoint_interval_ms);
         } else if (!strcmp(a, "--checkpoint-dir") || !strcmp(a, "--from-checkpoint") ||
                    !strcmp(a, "--exactly-once-output")) {
-            if (!v) { fprintf(stderr, "sluice: %s needs a path\n", a); return 2; }
+            if (!v) { fprintf(stderr, "sluice: %s needs a path\n", a); return finish(&cfg, 2); }
             if (!strcmp(a, "--checkpoint-dir")) o.checkpoint_dir = v;
             else if (!strcmp(a, "--from-checkpoint")) o.from_checkpoint = v;
             else o.exactly_once_dir = v;
             i++;
         } else {
             fprintf(stderr, "sluice: unknown option '%s' (see sluice --help)\n", a);
-            return 2;
+            return finish(&cfg, 2);
         }
     }
     if (have_cfg) {
         if (sl_config_validate(&cfg, cerr, sizeof cerr) < 0) {
             fprintf(stderr, "sluice: %s\n", cerr);
-            return 2;
+            return finish(&cfg, 2);
         }
         o.config = &cfg;
         if (!explicit_p) o.parallelism = cfg.parallelism;
@@ -218,10 +224,9 @@ int main(int argc, char **argv) {
     fraud_summary_t s;
     char err[1024] = "";
     int rc = fraud_run(&o, &s, err, sizeof err);
-    sl_config_free(&cfg);
     if (rc < 0) {
         fprintf(stderr, "sluice: job failed: %s\n", err[0] ? err : "unknown error");
-        return 1;
+        return finish(&cfg, 1);
     }
     char a[32], b[32], c[32], d2[32], e[32];
     group(a, sizeof a, s.events_in);
@@ -239,5 +244,5 @@ int main(int argc, char **argv) {
         printf("  first results:\n");
         show_head(o.output, 3);
     }
-    return 0;
+    return finish(&cfg, 0);
 }
