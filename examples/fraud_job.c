@@ -129,6 +129,14 @@ int fraud_run(const fraud_opts_t *o, fraud_summary_t *sum, char *err, size_t err
         sl_env_operator_metrics(env, "late-sink", &sum->late_events, NULL);
         sum->skipped = sl_env_records_skipped(env, "transactions");
         sum->checkpoints = sl_env_checkpoints_completed(env);
+        sl_checkpoint_stat_t st[64];
+        int n = sl_env_checkpoint_stats(env, st, 64);
+        for (int i = 0; i < n; i++) {
+            if (!st[i].completed) continue;
+            sum->ckpt_last_ms = st[i].duration_ms;
+            if (st[i].duration_ms > sum->ckpt_max_ms) sum->ckpt_max_ms = st[i].duration_ms;
+        }
+        sum->ckpt_max_sync_us = sl_env_checkpoint_max_sync_us(env);
         sum->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
     }
     sl_env_destroy(env);

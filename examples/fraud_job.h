@@ -36,6 +36,7 @@ typedef struct fraud_summary {
     int64_t late_events;
     int64_t skipped;
     int64_t checkpoints;
+    int64_t ckpt_last_ms, ckpt_max_ms, ckpt_max_sync_us;
     double seconds;
 } fraud_summary_t;
 

@@ -259,6 +259,7 @@ TEST(cli) {
     CHECK_EQ(run_cli(args, out, sizeof out), 0);
     CHECK_CONTAINS(out, "parallelism 1");
     CHECK_CONTAINS(out, "checkpoints");
+    CHECK_CONTAINS(out, "synchronous phase max");
     CHECK_EQ(run_cli("-D execution.checkpointing.intervall=10s", out, sizeof out), 2);
     CHECK_CONTAINS(out, "execution.checkpointing.interval"); /* did you mean */
     CHECK_EQ(run_cli("-Dstate.backend.type=rocksdb --events 10", out, sizeof out), 1);

@@ -99,6 +99,17 @@ SL_API int sl_env_restarts(const sl_env_t *env);
 /* Longest synchronous phase of a task's snapshot in the last run (µs):
  * barrier forwarded -> copy-on-write views taken -> processing resumes. */
 SL_API int64_t sl_env_checkpoint_max_sync_us(const sl_env_t *env);
+/* Statistics of the most recent checkpoints of the last run (newest last):
+ * id, trigger time (wall ms), trigger-to-completion duration (ms), whether it
+ * completed or was aborted.  Returns how many were copied (<= cap). */
+typedef struct sl_checkpoint_stat {
+    int64_t id;
+    int64_t trigger_ms;
+    int64_t duration_ms;
+    bool completed;
+    bool aborted;
+} sl_checkpoint_stat_t;
+SL_API int sl_env_checkpoint_stats(const sl_env_t *env, sl_checkpoint_stat_t *out, int cap);
 /* Checkpoints completed in the last run. */
 SL_API int64_t sl_env_checkpoints_completed(const sl_env_t *env);
 /* Disables operator chaining (every operator in its own task). */

@@ -241,6 +241,19 @@ int sl_env_restarts(const sl_env_t *env) { return env->restarts; }
 
 int64_t sl_env_checkpoint_max_sync_us(const sl_env_t *env) { return env->ckpt_max_sync_ns / 1000; }
 
+int sl_env_checkpoint_stats(const sl_env_t *env, sl_checkpoint_stat_t *out, int cap) {
+    int first = env->nckpt_stats > cap ? env->nckpt_stats - cap : 0, n = 0;
+    for (int i = first; i < env->nckpt_stats; i++, n++) {
+        const sl_ckpt_stats_t *s = &env->ckpt_stats[i];
+        out[n].id = s->id;
+        out[n].trigger_ms = s->trigger_ms;
+        out[n].duration_ms = s->duration_ms;
+        out[n].completed = s->completed;
+        out[n].aborted = s->aborted;
+    }
+    return n;
+}
+
 /* Before a restart: the latest completed checkpoint of this job (if any)
  * becomes the state to restore. */
 static int prepare_restart(sl_env_t *env, const char *job_name) {

@@ -36,6 +36,8 @@ struct sl_env {
     int64_t restart_delay_ms;
     int restarts;
     int64_t ckpt_max_sync_ns;
+    sl_ckpt_stats_t ckpt_stats[64];
+    int nckpt_stats;
 
     sl_node_t **nodes;
     int nnodes;

@@ -238,7 +238,12 @@ int main(int argc, char **argv) {
     printf("  events in     %14s  (%s events/s)\n", a, e);
     printf("  windows out   %14s  -> %s\n", b, o.exactly_once_dir ? o.exactly_once_dir : o.output);
     printf("  late events   %14s  -> %s\n", c, o.late_output);
-    if (s.checkpoints) printf("  checkpoints   %14lld  -> %s\n", (long long)s.checkpoints, o.checkpoint_dir ? o.checkpoint_dir : "(not persisted)");
+    if (s.checkpoints) {
+        printf("  checkpoints   %14lld  -> %s\n", (long long)s.checkpoints,
+               o.checkpoint_dir ? o.checkpoint_dir : "(not persisted)");
+        printf("                end to end: last %lld ms, max %lld ms; synchronous phase max %lld us\n",
+               (long long)s.ckpt_last_ms, (long long)s.ckpt_max_ms, (long long)s.ckpt_max_sync_us);
+    }
     if (s.skipped) printf("  skipped       %14s  (malformed input)\n", d2);
     if (!o.exactly_once_dir) {
         printf("  first results:\n");

@@ -689,6 +689,7 @@ int sl_executor_run(sl_executor_t *ex, char *err, size_t errlen) {
             ex->writer_started = false;
         }
         ex->env->ckpts_completed = sl_coordinator_completed(ex->coord, NULL);
+        ex->env->nckpt_stats = sl_coordinator_stats(ex->coord, ex->env->ckpt_stats, 64);
     }
     ex->env->ckpt_max_sync_ns = 0;
     for (int i = 0; i < ex->nall; i++)
