@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -132,4 +133,15 @@ void sl_fault_point(const char *name) {
         fprintf(stderr, "sluice: fault injected at %s\n", name);
         kill(getpid(), SIGKILL);
     }
+}
+
+int sl_write_all(int fd, const void *p, size_t n) {
+    size_t off = 0;
+    while (off < n) {
+        ssize_t w = write(fd, (const uint8_t *)p + off, n - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) return errno;
+        off += (size_t)w;
+    }
+    return 0;
 }

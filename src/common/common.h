@@ -52,6 +52,10 @@ static inline uint64_t sl_ld64(const void *p) { uint64_t v; memcpy(&v, p, 8); re
 static inline void sl_st32(void *p, uint32_t v) { memcpy(p, &v, 4); }
 static inline void sl_st64(void *p, uint64_t v) { memcpy(p, &v, 8); }
 
+/* Writes all n bytes to fd (retrying short writes and EINTR); 0, or the
+ * errno of the failure. */
+int sl_write_all(int fd, const void *p, size_t n);
+
 /* A growable byte buffer. */
 typedef struct sl_buf {
     uint8_t *p;

@@ -81,18 +81,10 @@ static char *path_of(const eo_writer_t *w, const char *fmt, ...) {
 }
 
 static int flush_buf(eo_writer_t *w, char *err, size_t errlen) {
-    size_t off = 0;
-    while (off < w->buf.len) {
-        ssize_t n = write(w->fd, w->buf.p + off, w->buf.len - off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            w->buf.len = 0;
-            return sl_errf(err, errlen, SL_EIO, "exactly-once file sink: cannot write '%s': %s", w->inprogress,
-                           strerror(errno));
-        }
-        off += (size_t)n;
-    }
+    int e = sl_write_all(w->fd, w->buf.p, w->buf.len);
     w->buf.len = 0;
+    if (e)
+        return sl_errf(err, errlen, SL_EIO, "exactly-once file sink: cannot write '%s': %s", w->inprogress, strerror(e));
     return 0;
 }
 

@@ -57,17 +57,9 @@ static int fsink_open(void *vctx, int subtask, int parallelism, const sl_schema_
 }
 
 static int flush_buf(fsink_writer_t *w, char *err, size_t errlen) {
-    size_t off = 0;
-    while (off < w->buf.len) {
-        ssize_t n = write(w->fd, w->buf.p + off, w->buf.len - off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            w->buf.len = 0; /* dropped: the job fails (or restarts) anyway */
-            return sl_errf(err, errlen, SL_EIO, "file sink: cannot write '%s': %s", w->path, strerror(errno));
-        }
-        off += (size_t)n;
-    }
-    w->buf.len = 0;
+    int e = sl_write_all(w->fd, w->buf.p, w->buf.len);
+    w->buf.len = 0; /* on failure dropped: the job fails (or restarts) anyway */
+    if (e) return sl_errf(err, errlen, SL_EIO, "file sink: cannot write '%s': %s", w->path, strerror(e));
     return 0;
 }
 

@@ -27,7 +27,6 @@ int64_t sl_task_now(sl_task_t *t) { return t->clock(t->clock_ctx); }
 void sl_task_schedule_processing(sl_task_t *t, sl_operator_t *op, int64_t ts) {
     int i = op->chain_index;
     if (ts < t->wake[i]) t->wake[i] = ts;
-    (void)t;
 }
 
 void sl_task_fail(sl_task_t *t, int rc, const char *msg) {
