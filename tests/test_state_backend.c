@@ -9,7 +9,7 @@
 static sl_keyed_backend_t *new_full(void) { return sl_heap_backend_new(128, (sl_kg_range_t){0, 128}); }
 
 static int reg(sl_keyed_backend_t *b, const char *name, sl_state_kind_t kind) {
-    sl_state_desc_t d = {name, kind};
+    sl_state_desc_t d = {.name = name, .kind = kind};
     return OPS(b)->register_state(b, &d);
 }
 

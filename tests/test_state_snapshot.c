@@ -161,7 +161,7 @@ static int ment_nmap(const ment_t *e) {
 static void reg_states(sl_keyed_backend_t *b, model_t *m, const int *perm) {
     for (int i = 0; i < NSTATES; i++) {
         int s = perm ? perm[i] : i;
-        sl_state_desc_t d = {m->s[s].name, m->s[s].kind};
+        sl_state_desc_t d = {.name = m->s[s].name, .kind = m->s[s].kind};
         m->s[s].sid = b->ops->register_state(b, &d);
     }
 }
@@ -504,7 +504,7 @@ static const sl_kg_range_t FULL = {0, MAXP};
  * is what state_backend.h says. */
 TEST(format_by_hand) {
     sl_keyed_backend_t *b = sl_heap_backend_new(MAXP, FULL);
-    sl_state_desc_t dv = {"v", SL_STATE_VALUE}, dl = {"l", SL_STATE_LIST};
+    sl_state_desc_t dv = {.name = "v", .kind = SL_STATE_VALUE}, dl = {.name = "l", .kind = SL_STATE_LIST};
     int sv = b->ops->register_state(b, &dv), sl = b->ops->register_state(b, &dl);
     int kg = sl_kb_set_key(b, "k", 1);
     CHECK_EQ(b->ops->put(b, sv, "n", 1, "xy", 2), 0);
@@ -697,14 +697,14 @@ TEST(restore_roundtrip) {
     reg_states(r, m2, NULL);
     CHECK_EQ(compare_backend(r, m2, FULL), 0);
     /* A kind other than the snapshot's is an error. */
-    sl_state_desc_t bad = {"list", SL_STATE_MAP};
+    sl_state_desc_t bad = {.name = "list", .kind = SL_STATE_MAP};
     CHECK(r->ops->register_state(r, &bad) < 0);
     r->ops->destroy(r);
     for (int i = 0; i < NSTATES; i++) m->s[i].sid = ids[i];
 
     /* (c) a state registered with another kind before the restore. */
     r = sl_heap_backend_new(MAXP, FULL);
-    sl_state_desc_t wrong = {"map", SL_STATE_LIST};
+    sl_state_desc_t wrong = {.name = "map", .kind = SL_STATE_LIST};
     r->ops->register_state(r, &wrong);
     kg = -1;
     for (int k = 0; k < NK && kg < 0; k++)
@@ -834,7 +834,7 @@ static double snap_cost_ns(sl_keyed_backend_t *b, int sid, const uint8_t *ns, ui
 
 TEST(sync_phase_independent_of_size) {
     sl_keyed_backend_t *small = sl_heap_backend_new(MAXP, FULL), *big = sl_heap_backend_new(MAXP, FULL);
-    sl_state_desc_t d = {"acc", SL_STATE_VALUE};
+    sl_state_desc_t d = {.name = "acc", .kind = SL_STATE_VALUE};
     int s1 = small->ops->register_state(small, &d), s2 = big->ops->register_state(big, &d);
     uint8_t ns[16] = {1};
     for (uint64_t k = 0; k < 1000000; k++) {
@@ -926,7 +926,7 @@ TEST(corrupt_input) {
             int rc = r->ops->restore(r, kg, cp, blk->len, err, sizeof err);
             if (rc < 0) {
                 CHECK(err[0] != 0);
-                sl_state_desc_t d = {"val", SL_STATE_VALUE};
+                sl_state_desc_t d = {.name = "val", .kind = SL_STATE_VALUE};
                 int id = r->ops->register_state(r, &d);
                 if (id >= 0) CHECK_EQ(r->ops->count(r, id), 0);
             }
@@ -1004,7 +1004,7 @@ TEST(corrupt_input) {
         static const char *why[] = {"same (key, namespace) twice", "belongs to key group", "unexpected bytes",
                                     "bad or truncated value", "appears twice"};
         CHECK_CONTAINS(err, why[variant]);
-        sl_state_desc_t d = {"s", SL_STATE_VALUE};
+        sl_state_desc_t d = {.name = "s", .kind = SL_STATE_VALUE};
         int id = r->ops->register_state(r, &d);
         CHECK_EQ(r->ops->count(r, id), 0);
         r->ops->destroy(r);

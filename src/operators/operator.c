@@ -222,7 +222,7 @@ static sl_state_t *new_state(sl_rt_t *rt, const char *name, sl_state_kind_t kind
         sl_op_fail(op, SL_EINVAL, "keyed state '%s' used on a non-keyed stream", name);
         return NULL;
     }
-    sl_state_desc_t d = {name, kind};
+    sl_state_desc_t d = {.name = name, .kind = kind};
     int sid = op->kb->ops->register_state(op->kb, &d);
     if (sid < 0) {
         sl_op_fail(op, sid, "cannot register state '%s'", name);

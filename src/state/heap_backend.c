@@ -1161,7 +1161,7 @@ static int hb_rs_state(void *ctx, const char *name, uint32_t namelen, sl_state_k
         return SL_OK;
     }
     char *nm = sl_strndup(name, namelen);
-    sl_state_desc_t d = {nm, kind};
+    sl_state_desc_t d = {.name = nm, .kind = kind};
     r->sid = hb_register_state(r->b, &d); /* checked: a new state, or the same kind */
     sl_free(nm);
     assert(r->sid >= 0);

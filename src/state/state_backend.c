@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "common/common.h"
 
@@ -70,4 +71,16 @@ int sl_kb_set_key_hashed(sl_keyed_backend_t *b, const void *key, uint32_t len, u
     b->keyhash = hash;
     b->kg = kg;
     return kg;
+}
+
+int64_t sl_kb_now_ms(const sl_keyed_backend_t *b) {
+    if (b->clock) return b->clock(b->clock_ctx);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void sl_kb_set_clock(sl_keyed_backend_t *b, int64_t (*clock)(void *ctx), void *ctx) {
+    b->clock = clock;
+    b->clock_ctx = ctx;
 }

@@ -46,10 +46,29 @@ typedef enum sl_state_kind {
     SL_STATE_MAP,        /* user-key -> value per (key, ns) */
 } sl_state_kind_t;
 
+/* State time-to-live (Flink's StateTtlConfig; processing time only).
+ * A state with ttl_ms > 0 stores, in front of every value, list element
+ * and map value, an 8-byte little-endian timestamp: the processing time
+ * (ms, the backend's clock) of its last write (or last read, with
+ * SL_TTL_ON_READ_AND_WRITE).  It expires when ts + ttl_ms <= now.  The
+ * timestamp is part of the stored bytes, so it travels through snapshots
+ * in the canonical format unchanged; backends know the layout so they can
+ * leave expired entries out of snapshots and clean them up (heap: a few
+ * entries per access; RocksDB: a compaction filter). */
+typedef enum sl_ttl_update {
+    SL_TTL_ON_CREATE_AND_WRITE = 0,
+    SL_TTL_ON_READ_AND_WRITE,
+} sl_ttl_update_t;
+
 typedef struct sl_state_desc {
     const char *name;    /* unique within the operator */
     sl_state_kind_t kind;
+    int64_t ttl_ms;      /* 0: no TTL */
+    sl_ttl_update_t ttl_update;
 } sl_state_desc_t;
+
+/* The TTL timestamp prefix of a stored value (see sl_state_desc_t). */
+#define SL_TTL_TS_BYTES 8
 
 typedef struct sl_keyed_backend sl_keyed_backend_t;
 typedef struct sl_kb_snapshot sl_kb_snapshot_t;
@@ -162,7 +181,15 @@ struct sl_keyed_backend {
     uint32_t keylen, keycap;
     uint64_t keyhash;
     int kg;
+    /* processing-time clock for TTL (ms); NULL: wall clock.  Tests set a
+     * manual one with sl_kb_set_clock. */
+    int64_t (*clock)(void *ctx);
+    void *clock_ctx;
 };
+
+/* The backend's TTL clock: b->clock or the wall clock (ms). */
+int64_t sl_kb_now_ms(const sl_keyed_backend_t *b);
+void sl_kb_set_clock(sl_keyed_backend_t *b, int64_t (*clock)(void *ctx), void *ctx);
 
 /* The heap backend: a hash table per (state, key group). */
 sl_keyed_backend_t *sl_heap_backend_new(int max_parallelism, sl_kg_range_t range);

@@ -945,18 +945,18 @@ static int w_open(sl_operator_t *o) {
     op->put_after_mut = strcmp(o->kb->ops->name, "heap") != 0;
     if (op->late_tag_missing)
         return sl_op_fail(o, SL_EINVAL, "late-data side output '%s' is not declared", op->spec->late_tag);
-    sl_state_desc_t d = {"window-contents", op->list_state ? SL_STATE_LIST : SL_STATE_VALUE};
+    sl_state_desc_t d = {.name = "window-contents", .kind = op->list_state ? SL_STATE_LIST : SL_STATE_VALUE};
     op->sid_contents = o->kb->ops->register_state(o->kb, &d);
     if (op->sid_contents < 0) return fail_state(op, "registering window-contents");
     for (int i = 0; i < op->ntrigger; i++) {
         char name[32];
         snprintf(name, sizeof name, "window-trigger-%d", i);
-        sl_state_desc_t td = {name, SL_STATE_VALUE};
+        sl_state_desc_t td = {.name = name, .kind = SL_STATE_VALUE};
         op->sid_trigger[i] = o->kb->ops->register_state(o->kb, &td);
         if (op->sid_trigger[i] < 0) return fail_state(op, "registering trigger state");
     }
     if (op->merging) {
-        sl_state_desc_t md = {"merging-window-set", SL_STATE_VALUE};
+        sl_state_desc_t md = {.name = "merging-window-set", .kind = SL_STATE_VALUE};
         op->sid_merge = o->kb->ops->register_state(o->kb, &md);
         if (op->sid_merge < 0) return fail_state(op, "registering merging-window-set");
     }
