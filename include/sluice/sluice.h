@@ -229,6 +229,14 @@ typedef struct sl_sink_ops {
      * 0 on a fresh start) and abort everything newer or never
      * pre-committed — lingering transactions of an earlier run. */
     int (*recover)(void *ctx, int64_t restored_id, char *err, size_t errlen);
+    /* Optional: state of the writer in checkpoint `id` (Flink's sink
+     * writer state), written through put right after pre_commit — e.g.
+     * what a sink must re-send if the commit of `id` is lost.  restore gets
+     * the union over every subtask of the restored checkpoint (for each, a
+     * u32 little-endian length and the bytes), right after open, so a
+     * restore may change the parallelism; each writer takes its share. */
+    int (*snapshot)(void *writer, int64_t id, void (*put)(void *put_ctx, const void *p, size_t n), void *put_ctx);
+    int (*restore)(void *writer, const void *state, size_t len, char *err, size_t errlen);
 } sl_sink_ops_t;
 
 typedef struct sl_sink {

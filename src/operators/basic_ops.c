@@ -86,6 +86,13 @@ static int sink_open(sl_operator_t *o) {
     char err[512] = "";
     int rc = op->sink.ops->open(op->sink.ctx, o->subtask, o->parallelism, o->in_schema[0], &op->writer, err, sizeof err);
     if (rc < 0) return sl_op_fail(o, rc, "cannot open sink: %s", err[0] ? err : sl_strerror(rc));
+    if (o->restored_state) {
+        if (!op->sink.ops->restore)
+            return sl_op_fail(o, SL_EINVAL, "the checkpoint has state for this sink, but sink '%s' cannot restore",
+                              op->sink.ops->name ? op->sink.ops->name : "?");
+        rc = op->sink.ops->restore(op->writer, o->restored_state, o->restored_len, err, sizeof err);
+        if (rc < 0) return sl_op_fail(o, rc, "cannot restore the sink's state: %s", err);
+    }
     return 0;
 }
 
@@ -120,15 +127,23 @@ static void sink_destroy(sl_operator_t *o) {
 
 static int sink_watermark(sl_operator_t *o, int64_t wm) { return 0; }
 
+static void sink_buf_put(void *ctx, const void *p, size_t n) { sl_buf_append(ctx, p, n); }
+
 /* Checkpoint barrier: phase one of the sink's two-phase commit. */
 static int sink_snapshot(sl_operator_t *o, int64_t id, sl_buf_t *out) {
     sink_op_t *op = (sink_op_t *)o;
-    if (!op->sink.ops->pre_commit || !op->writer) return 0;
+    if (!op->writer) return 0;
     char err[512] = "";
-    int rc = op->sink.ops->pre_commit(op->writer, id, err, sizeof err);
+    int rc = 0;
+    if (op->sink.ops->pre_commit) rc = op->sink.ops->pre_commit(op->writer, id, err, sizeof err);
     if (rc < 0) return sl_op_fail(o, rc, "pre-commit of checkpoint %lld: %s", (long long)id, err);
-    /* No state: on restore the sink's recover commits what the restored
-     * checkpoint covers (pending transactions are named by checkpoint). */
+    /* Sinks whose transactions are named by checkpoint need no state: their
+     * recover commits what the restored checkpoint covers.  Others keep in
+     * the checkpoint what they must re-send (snapshot). */
+    if (op->sink.ops->snapshot) {
+        rc = op->sink.ops->snapshot(op->writer, id, sink_buf_put, out);
+        if (rc < 0) return sl_op_fail(o, rc, "snapshot of the sink in checkpoint %lld failed", (long long)id);
+    }
     return 0;
 }
 
