@@ -850,8 +850,39 @@ TEST(apply_to_environment) {
     CHECK_EQ(env->ckpt.tolerable_failed, 2);
     CHECK_STR(env->ckpt_dir, "/tmp/x");
     CHECK_EQ(env->ckpt_retained, 3);
-    CHECK_EQ(env->restart_attempts, 5);
-    CHECK_EQ(env->restart_delay_ms, 2000);
+    CHECK_EQ(env->restart.kind, SL_RESTART_FIXED_DELAY);
+    CHECK_EQ(env->restart.attempts, 5);
+    CHECK_EQ(env->restart.delay_ms, 2000);
+    sl_env_destroy(env);
+    sl_config_free(&c);
+    /* exponential-delay and failure-rate reach the environment */
+    CHECK_EQ(load(&c, "execution.checkpointing.interval: 1 s\nrestart-strategy.type: exponential-delay\n"
+                      "restart-strategy.exponential-delay.initial-backoff: 2 s\n"
+                      "restart-strategy.exponential-delay.max-backoff: 30 s\n"
+                      "restart-strategy.exponential-delay.backoff-multiplier: 3\n"
+                      "restart-strategy.exponential-delay.jitter-factor: 0\n"
+                      "restart-strategy.exponential-delay.attempts-before-reset-backoff: 7\n"), 0);
+    env = sl_env_new();
+    CHECK_EQ(sl_config_apply_env(&c, env, aerr, sizeof aerr), 0);
+    CHECK_EQ(env->restart.kind, SL_RESTART_EXPONENTIAL_DELAY);
+    CHECK_EQ(env->restart.initial_backoff_ms, 2000);
+    CHECK_EQ(env->restart.max_backoff_ms, 30000);
+    CHECK_DBL(env->restart.multiplier, 3.0);
+    CHECK_DBL(env->restart.jitter, 0.0);
+    CHECK_EQ(env->restart.reset_threshold_ms, 3600000);
+    CHECK_EQ(env->restart.attempts_before_reset, 7);
+    sl_env_destroy(env);
+    sl_config_free(&c);
+    CHECK_EQ(load(&c, "restart-strategy.type: failure-rate\n"
+                      "restart-strategy.failure-rate.max-failures-per-interval: 4\n"
+                      "restart-strategy.failure-rate.failure-rate-interval: 10 min\n"
+                      "restart-strategy.failure-rate.delay: 500 ms\n"), 0);
+    env = sl_env_new();
+    CHECK_EQ(sl_config_apply_env(&c, env, aerr, sizeof aerr), 0);
+    CHECK_EQ(env->restart.kind, SL_RESTART_FAILURE_RATE);
+    CHECK_EQ(env->restart.max_failures, 4);
+    CHECK_EQ(env->restart.interval_ms, 600000);
+    CHECK_EQ(env->restart.delay_ms, 500);
     sl_env_destroy(env);
     sl_config_free(&c);
     /* what sluice does not do yet is refused by name, not ignored */

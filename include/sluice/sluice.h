@@ -94,6 +94,21 @@ SL_API int sl_env_restore_from(sl_env_t *env, const char *path);
  * delay_ms before each.  Default: 3 attempts, 1 s, when checkpointing is
  * enabled; none otherwise.  attempts = 0 disables restarts. */
 SL_API void sl_env_set_restart_fixed_delay(sl_env_t *env, int attempts, int64_t delay_ms);
+/* restart-strategy.type: exponential-delay.  The first restart waits
+ * initial_backoff_ms, each further one multiplier times longer, at most
+ * max_backoff_ms, each +/- jitter (0..1) of itself at random; after
+ * reset_threshold_ms without a failure the delay is back to the initial
+ * one.  At most max_attempts restarts in a row (INT32_MAX: no limit).
+ * Flink's defaults: 1 s, 1 min, 1.5, 1 h, 0.1, no limit. */
+SL_API void sl_env_set_restart_exponential_delay(sl_env_t *env, int64_t initial_backoff_ms, int64_t max_backoff_ms,
+                                                 double multiplier, int64_t reset_threshold_ms, double jitter,
+                                                 int max_attempts);
+/* restart-strategy.type: failure-rate.  Restarts, delay_ms after each
+ * failure, while at most max_failures failures fall within any
+ * interval_ms; one more fails the job.  Flink's defaults: 1, 1 min, 1 s. */
+SL_API void sl_env_set_restart_failure_rate(sl_env_t *env, int max_failures, int64_t interval_ms, int64_t delay_ms);
+/* restart-strategy.type: none.  A failure fails the job. */
+SL_API void sl_env_set_restart_none(sl_env_t *env);
 /* Restarts in the last sl_env_execute. */
 SL_API int sl_env_restarts(const sl_env_t *env);
 /* Longest synchronous phase of a task's snapshot in the last run (µs):

@@ -32,8 +32,6 @@ sl_env_t *sl_env_new(void) {
     env->clock = default_clock;
     sl_ckpt_config_defaults(&env->ckpt);
     env->ckpt_retained = 1;
-    env->restart_attempts = -1;
-    env->restart_delay_ms = 1000;
     env->tags.n = 1;
     env->tags.tags = sl_calloc(1, sizeof(sl_tag_t));
     pthread_mutex_init(&env->run_mu, NULL);
@@ -227,14 +225,47 @@ void sl_env_job_id(const char *job_name, char *buf, size_t cap) {
     if (!k || buf[0] == '.') snprintf(buf, cap, "job");
 }
 
-void sl_env_set_restart_fixed_delay(sl_env_t *env, int attempts, int64_t delay_ms) {
-    if (attempts < 0 || delay_ms < 0) {
-        sl_env_errorf(env, "restart-strategy.fixed-delay: attempts (%d) and delay (%lld ms) must not be negative",
-                      attempts, (long long)delay_ms);
+static void set_restart(sl_env_t *env, const sl_restart_config_t *c) {
+    char err[300];
+    if (sl_restart_validate(c, err, sizeof err) < 0) {
+        sl_env_errorf(env, "%s", err);
         return;
     }
-    env->restart_attempts = attempts;
-    env->restart_delay_ms = delay_ms;
+    env->restart = *c;
+    env->restart_set = true;
+}
+
+void sl_env_set_restart_fixed_delay(sl_env_t *env, int attempts, int64_t delay_ms) {
+    sl_restart_config_t c = sl_restart_defaults(SL_RESTART_FIXED_DELAY);
+    c.attempts = attempts;
+    c.delay_ms = delay_ms;
+    set_restart(env, &c);
+}
+
+void sl_env_set_restart_exponential_delay(sl_env_t *env, int64_t initial_backoff_ms, int64_t max_backoff_ms,
+                                          double multiplier, int64_t reset_threshold_ms, double jitter,
+                                          int max_attempts) {
+    sl_restart_config_t c = sl_restart_defaults(SL_RESTART_EXPONENTIAL_DELAY);
+    c.initial_backoff_ms = initial_backoff_ms;
+    c.max_backoff_ms = max_backoff_ms;
+    c.multiplier = multiplier;
+    c.reset_threshold_ms = reset_threshold_ms;
+    c.jitter = jitter;
+    c.attempts_before_reset = max_attempts;
+    set_restart(env, &c);
+}
+
+void sl_env_set_restart_failure_rate(sl_env_t *env, int max_failures, int64_t interval_ms, int64_t delay_ms) {
+    sl_restart_config_t c = sl_restart_defaults(SL_RESTART_FAILURE_RATE);
+    c.max_failures = max_failures;
+    c.interval_ms = interval_ms;
+    c.delay_ms = delay_ms;
+    set_restart(env, &c);
+}
+
+void sl_env_set_restart_none(sl_env_t *env) {
+    sl_restart_config_t c = sl_restart_defaults(SL_RESTART_NONE);
+    set_restart(env, &c);
 }
 
 int sl_env_restarts(const sl_env_t *env) { return env->restarts; }
@@ -285,24 +316,36 @@ int sl_env_execute(sl_env_t *env, const char *job_name) {
         sl_env_errorf(env, "job '%s' has no operators", job_name ? job_name : "");
         return SL_EINVAL;
     }
-    int attempts = env->restart_attempts >= 0 ? env->restart_attempts : env->ckpt_enabled ? 3 : 0;
+    sl_restart_config_t rcfg = env->restart_set ? env->restart
+                               : sl_restart_defaults(env->ckpt_enabled ? SL_RESTART_FIXED_DELAY : SL_RESTART_NONE);
+    sl_restart_strategy_t strat;
+    sl_restart_init(&strat, &rcfg, (uint64_t)sl_mono_ns());
     env->restarts = 0;
     for (;;) {
         int rc = run_once(env, job_name);
-        if (rc == 0 || rc == SL_ECANCELED || !sl_err_retriable(rc) || env->restarts >= attempts ||
-            atomic_load(&env->cancel_requested)) {
+        if (rc == 0 || rc == SL_ECANCELED || !sl_err_retriable(rc) || atomic_load(&env->cancel_requested) ||
+            !sl_restart_notify_failure(&strat, sl_mono_ns() / 1000000)) {
+            if (rc < 0 && rc != SL_ECANCELED && sl_err_retriable(rc) && rcfg.kind != SL_RESTART_NONE &&
+                !atomic_load(&env->cancel_requested))
+                fprintf(stderr, "sluice: job '%s' failed (%s); restart strategy %s gives up after %d restart%s\n",
+                        job_name ? job_name : "", env->err, sl_restart_kind_name(rcfg.kind), env->restarts,
+                        env->restarts == 1 ? "" : "s");
             atomic_store(&env->cancel_requested, false);
+            sl_restart_free(&strat);
             return rc;
         }
-        fprintf(stderr, "sluice: job '%s' failed (%s); restarting from the latest checkpoint (attempt %d of %d)\n",
-                job_name ? job_name : "", env->err, env->restarts + 1, attempts);
+        fprintf(stderr, "sluice: job '%s' failed (%s); restarting from the latest checkpoint in %lld ms "
+                        "(restart %d, %s)\n",
+                job_name ? job_name : "", env->err, (long long)strat.backoff_ms, env->restarts + 1,
+                sl_restart_kind_name(rcfg.kind));
         env->restarts++;
-        if (env->restart_delay_ms > 0) {
-            struct timespec ts = {(time_t)(env->restart_delay_ms / 1000), (long)(env->restart_delay_ms % 1000) * 1000000L};
+        if (strat.backoff_ms > 0) {
+            struct timespec ts = {(time_t)(strat.backoff_ms / 1000), (long)(strat.backoff_ms % 1000) * 1000000L};
             nanosleep(&ts, NULL);
         }
         if (prepare_restart(env, job_name) < 0) {
             atomic_store(&env->cancel_requested, false);
+            sl_restart_free(&strat);
             return SL_EINVAL;
         }
         env->err[0] = 0;

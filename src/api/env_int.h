@@ -10,6 +10,7 @@
 
 #include "checkpoint/coordinator.h"
 #include "graph/stream_graph.h"
+#include "runtime/restart_strategy.h"
 
 typedef struct sl_owned {
     void *p;
@@ -32,8 +33,8 @@ struct sl_env {
     int ckpt_retained;
     struct sl_ckpt_metadata *restore_md; /* sl_env_restore_from */
     char *restore_path; /* the restored chk-<n> directory */
-    int restart_attempts;  /* -1: the default (3 with checkpointing, else 0) */
-    int64_t restart_delay_ms;
+    bool restart_set;             /* else: fixed-delay 3 x 1 s with checkpointing, none without */
+    sl_restart_config_t restart;
     int restarts;
     int64_t ckpt_max_sync_ns;
     sl_ckpt_stats_t ckpt_stats[64];

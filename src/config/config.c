@@ -1281,9 +1281,6 @@ int sl_config_apply_env(const sl_config_t *cfg, struct sl_env *env, char *err, s
     if (cfg->incremental)
         return sl_errf(err, errlen, SL_EINVAL, "execution.checkpointing.incremental: true is not supported yet");
     int rs = sl_config_restart_strategy(cfg);
-    if (rs == SL_CFG_RESTART_EXPONENTIAL_DELAY || rs == SL_CFG_RESTART_FAILURE_RATE)
-        return sl_errf(err, errlen, SL_EINVAL, "restart-strategy.type: %s is not supported yet (fixed-delay and none are)",
-                       rs == SL_CFG_RESTART_EXPONENTIAL_DELAY ? "exponential-delay" : "failure-rate");
     sl_env_set_parallelism(env, cfg->parallelism);
     sl_env_set_max_parallelism(env, cfg->max_parallelism == -1 ? 0 : cfg->max_parallelism);
     sl_env_set_auto_watermark_interval(env, cfg->auto_watermark_interval_ms);
@@ -1299,9 +1296,16 @@ int sl_config_apply_env(const sl_config_t *cfg, struct sl_env *env, char *err, s
     if (cfg->checkpoint_dir) sl_env_set_checkpoint_dir(env, cfg->checkpoint_dir);
     sl_env_set_checkpoints_retained(env, cfg->num_retained);
     if (rs == SL_CFG_RESTART_NONE)
-        sl_env_set_restart_fixed_delay(env, 0, 0);
+        sl_env_set_restart_none(env);
     else if (rs == SL_CFG_RESTART_FIXED_DELAY)
         sl_env_set_restart_fixed_delay(env, cfg->fixed_delay_attempts, cfg->fixed_delay_ms);
+    else if (rs == SL_CFG_RESTART_EXPONENTIAL_DELAY)
+        sl_env_set_restart_exponential_delay(env, cfg->exp_initial_backoff_ms, cfg->exp_max_backoff_ms,
+                                             cfg->exp_backoff_multiplier, cfg->exp_reset_backoff_threshold_ms,
+                                             cfg->exp_jitter_factor, cfg->exp_attempts_before_reset);
+    else if (rs == SL_CFG_RESTART_FAILURE_RATE)
+        sl_env_set_restart_failure_rate(env, cfg->failure_rate_max_failures, cfg->failure_rate_interval_ms,
+                                        cfg->failure_rate_delay_ms);
     const char *e = sl_env_error(env);
     if (e[0]) return sl_errf(err, errlen, SL_EINVAL, "%s", e);
     return 0;
