@@ -243,6 +243,7 @@ TEST(persisted_to_storage) {
     sl_env_enable_checkpointing(env, 15, SL_CHECKPOINT_EXACTLY_ONCE);
     sl_env_set_checkpoint_dir(env, dir);
     sl_env_set_checkpoints_retained(env, 100);
+    sl_env_set_checkpoint_retention(env, SL_CHECKPOINTS_RETAIN_ON_CANCELLATION); /* inspected after the end */
     sl_stream_t *a = sl_parallelism(sl_from_source(env, seq_source(0, 100000, 64, 60000), sl_wm_none(), "a"), 2);
     sl_uid(a, "source-a");
     sl_stream_t *ck = sl_graph_add_operator(sl_rebalance(a), NULL, false, "checker", ck_create, NULL, NULL, NULL);

@@ -4,6 +4,8 @@
 #include "test.h"
 
 #include "pipeline_util.h"
+#include "checkpoint/storage.h"
+#include "common/common.h"
 #include "runtime/restart_strategy.h"
 
 TEST(fixed_delay_counts_attempts) {
@@ -125,6 +127,14 @@ static int always_fail(void *ctx, const sl_record_t *in, sl_row_writer_t *out) {
     return 0;
 }
 
+/* Fails at the very end, after checkpoints completed. */
+static int always_fail_late(void *ctx, const sl_record_t *in, sl_row_writer_t *out) {
+    if (sl_row_i64(&in->row, 0) == 59990) return SL_EUSER;
+    sl_rw_set_i64(out, 0, sl_row_i64(&in->row, 0));
+    sl_rw_set_i64(out, 1, sl_row_i64(&in->row, 1));
+    return 0;
+}
+
 TEST(job_gives_up_after_failure_rate) {
     char ck[1024];
     snprintf(ck, sizeof ck, "%s/rs-ckpt", sl_test_tmpdir());
@@ -144,6 +154,73 @@ TEST(job_gives_up_after_failure_rate) {
     collected_free(col);
 }
 
+/* How many complete checkpoints the job left behind. */
+static int complete_checkpoints(const char *dir, const char *job) {
+    sl_ckpt_storage_t *st;
+    char err[512];
+    if (sl_ckpt_storage_fs_open(dir, job, &st, err, sizeof err) < 0) return -1;
+    int64_t *ids = NULL;
+    int n = 0;
+    if (sl_ckpt_storage_list_completed(st, &ids, &n, err, sizeof err) < 0) n = -1;
+    sl_free(ids);
+    st->ops->destroy(st);
+    return n;
+}
+
+static int slow_copy(void *ctx, const sl_record_t *in, sl_row_writer_t *out) {
+    if (sl_row_i64(&in->row, 0) % 1000 == 0) usleep(2000); /* long enough for a few checkpoints */
+    sl_rw_set_i64(out, 0, sl_row_i64(&in->row, 0));
+    sl_rw_set_i64(out, 1, sl_row_i64(&in->row, 1));
+    return 0;
+}
+
+/* Runs a job that finishes (fail = false) or fails for good under the
+ * retention policy r; returns the complete checkpoints left. */
+static int run_with_retention(sl_checkpoint_retention_t r, bool fail, int64_t *completed) {
+    static int seq;
+    char ck[1024], job[64];
+    snprintf(ck, sizeof ck, "%s/retention-%d", sl_test_tmpdir(), seq++);
+    snprintf(job, sizeof job, "retention");
+    sl_env_t *env = sl_env_new();
+    sl_env_set_parallelism(env, 1);
+    sl_env_enable_checkpointing(env, 10, SL_CHECKPOINT_EXACTLY_ONCE);
+    sl_env_set_checkpoint_dir(env, ck);
+    sl_env_set_checkpoints_retained(env, 2);
+    sl_env_set_checkpoint_retention(env, r);
+    sl_env_set_restart_none(env);
+    sl_stream_t *s = sl_uid(sl_from_source(env, counter_source(60000, 1), sl_wm_none(), "numbers"), "numbers");
+    s = sl_map(s, slow_copy, NULL, sl_schema_parse("id BIGINT NOT NULL, ts BIGINT NOT NULL", NULL, 0));
+    if (fail) s = sl_map(s, always_fail_late, NULL, sl_schema_parse("id BIGINT NOT NULL, ts BIGINT NOT NULL", NULL, 0));
+    collected_t *col = collected_new();
+    sl_sink_to(s, collect_sink(col), "sink");
+    int rc = sl_env_execute(env, job);
+    if ((rc == 0) == fail) fprintf(stderr, "  unexpected end (rc %d): %s\n", rc, sl_env_error(env));
+    *completed = sl_env_checkpoints_completed(env);
+    sl_env_destroy(env);
+    collected_free(col);
+    if ((rc == 0) == fail) return -100;
+    return complete_checkpoints(ck, job);
+}
+
+TEST(retention_at_job_end) {
+    int64_t done;
+    /* NO_EXTERNALIZED_CHECKPOINTS (the default): gone after any end */
+    CHECK_EQ(run_with_retention(SL_CHECKPOINTS_NOT_RETAINED, false, &done), 0);
+    CHECK(done >= 1);
+    CHECK_EQ(run_with_retention(SL_CHECKPOINTS_NOT_RETAINED, true, &done), 0);
+    CHECK(done >= 1);
+    /* DELETE_ON_CANCELLATION: kept only when the job failed */
+    CHECK_EQ(run_with_retention(SL_CHECKPOINTS_DELETE_ON_CANCELLATION, false, &done), 0);
+    CHECK(done >= 1);
+    CHECK_EQ(run_with_retention(SL_CHECKPOINTS_DELETE_ON_CANCELLATION, true, &done), done >= 2 ? 2 : 1);
+    CHECK(done >= 1);
+    /* RETAIN_ON_CANCELLATION: the last num-retained stay after any end */
+    CHECK_EQ(run_with_retention(SL_CHECKPOINTS_RETAIN_ON_CANCELLATION, false, &done), done >= 2 ? 2 : 1);
+    CHECK(done >= 1);
+    CHECK_EQ(run_with_retention(SL_CHECKPOINTS_RETAIN_ON_CANCELLATION, true, &done), done >= 2 ? 2 : 1);
+    CHECK(done >= 1);
+}
+
 TEST(bad_settings_are_job_errors) {
     sl_env_t *env = sl_env_new();
     sl_env_set_restart_exponential_delay(env, 0, 100, 2.0, 1000, 0.1, 5);
@@ -159,6 +236,7 @@ int main(void) {
     RUN(failure_rate_window);
     RUN(validation_names_the_setting);
     RUN(job_gives_up_after_failure_rate);
+    RUN(retention_at_job_end);
     RUN(bad_settings_are_job_errors);
     TEST_MAIN_END();
 }

@@ -81,6 +81,21 @@ SL_API void sl_env_set_checkpoint_options(sl_env_t *env, int64_t timeout_ms, int
 SL_API void sl_env_set_checkpoint_dir(sl_env_t *env, const char *dir);
 /* Completed checkpoints kept (execution.checkpointing.num-retained, default 1). */
 SL_API void sl_env_set_checkpoints_retained(sl_env_t *env, int n);
+/* What happens to the retained checkpoints when the job ends
+ * (execution.checkpointing.externalized-checkpoint-retention):
+ *   SL_CHECKPOINTS_NOT_RETAINED (NO_EXTERNALIZED_CHECKPOINTS, Flink's
+ *     default): deleted when the job finishes, is cancelled or fails
+ *     for good — kept only if the process dies;
+ *   SL_CHECKPOINTS_DELETE_ON_CANCELLATION: kept when the job fails, deleted
+ *     when it finishes or is cancelled;
+ *   SL_CHECKPOINTS_RETAIN_ON_CANCELLATION: always kept, so the job can be
+ *     restored from its latest checkpoint after any end. */
+typedef enum sl_checkpoint_retention {
+    SL_CHECKPOINTS_NOT_RETAINED = 0,
+    SL_CHECKPOINTS_DELETE_ON_CANCELLATION = 1,
+    SL_CHECKPOINTS_RETAIN_ON_CANCELLATION = 2,
+} sl_checkpoint_retention_t;
+SL_API void sl_env_set_checkpoint_retention(sl_env_t *env, sl_checkpoint_retention_t r);
 /* Restores the job from a completed checkpoint: PATH is its chk-<n>
  * directory (or a job's checkpoint directory: its latest complete one), as
  * `sluice run --from-checkpoint PATH` / Flink's `run -s PATH`.  Operators

@@ -270,6 +270,34 @@ void sl_env_set_restart_none(sl_env_t *env) {
 
 int sl_env_restarts(const sl_env_t *env) { return env->restarts; }
 
+void sl_env_set_checkpoint_retention(sl_env_t *env, sl_checkpoint_retention_t r) {
+    if (r < SL_CHECKPOINTS_NOT_RETAINED || r > SL_CHECKPOINTS_RETAIN_ON_CANCELLATION) {
+        sl_env_errorf(env, "checkpoint retention %d: allowed are NO_EXTERNALIZED_CHECKPOINTS (0), "
+                           "DELETE_ON_CANCELLATION (1), RETAIN_ON_CANCELLATION (2)", (int)r);
+        return;
+    }
+    env->ckpt_retention = (int)r;
+}
+
+/* The job ended with rc: its checkpoints go or stay as the retention
+ * policy says (Flink's CheckpointProperties: discard on finished /
+ * cancelled / failed).  Errors are reported, never fatal: the job's own
+ * result stands. */
+static void end_of_job_checkpoints(sl_env_t *env, const char *job_name, int rc) {
+    if (!env->ckpt_dir || !env->ckpt_enabled) return;
+    bool failed = rc < 0 && rc != SL_ECANCELED;
+    bool discard = env->ckpt_retention == SL_CHECKPOINTS_NOT_RETAINED ||
+                   (env->ckpt_retention == SL_CHECKPOINTS_DELETE_ON_CANCELLATION && !failed);
+    if (!discard) return;
+    char job[300], err[600];
+    sl_env_job_id(job_name, job, sizeof job);
+    sl_ckpt_storage_t *st = NULL;
+    if (sl_ckpt_storage_fs_open(env->ckpt_dir, job, &st, err, sizeof err) < 0 ||
+        st->ops->discard_all(st, err, sizeof err) < 0)
+        fprintf(stderr, "sluice: could not delete the checkpoints of job '%s': %s\n", job_name ? job_name : "", err);
+    if (st) st->ops->destroy(st);
+}
+
 int64_t sl_env_checkpoint_max_sync_us(const sl_env_t *env) { return env->ckpt_max_sync_ns / 1000; }
 
 int sl_env_checkpoint_stats(const sl_env_t *env, sl_checkpoint_stat_t *out, int cap) {
@@ -332,6 +360,7 @@ int sl_env_execute(sl_env_t *env, const char *job_name) {
                         env->restarts == 1 ? "" : "s");
             atomic_store(&env->cancel_requested, false);
             sl_restart_free(&strat);
+            end_of_job_checkpoints(env, job_name, rc);
             return rc;
         }
         fprintf(stderr, "sluice: job '%s' failed (%s); restarting from the latest checkpoint in %lld ms "

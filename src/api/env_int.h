@@ -31,6 +31,7 @@ struct sl_env {
     int64_t ckpts_completed;
     char *ckpt_dir;
     int ckpt_retained;
+    int ckpt_retention; /* sl_checkpoint_retention_t */
     struct sl_ckpt_metadata *restore_md; /* sl_env_restore_from */
     char *restore_path; /* the restored chk-<n> directory */
     bool restart_set;             /* else: fixed-delay 3 x 1 s with checkpointing, none without */

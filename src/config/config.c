@@ -1295,6 +1295,7 @@ int sl_config_apply_env(const sl_config_t *cfg, struct sl_env *env, char *err, s
     }
     if (cfg->checkpoint_dir) sl_env_set_checkpoint_dir(env, cfg->checkpoint_dir);
     sl_env_set_checkpoints_retained(env, cfg->num_retained);
+    sl_env_set_checkpoint_retention(env, (sl_checkpoint_retention_t)cfg->externalized_retention);
     if (rs == SL_CFG_RESTART_NONE)
         sl_env_set_restart_none(env);
     else if (rs == SL_CFG_RESTART_FIXED_DELAY)
