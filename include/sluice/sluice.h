@@ -74,6 +74,16 @@ SL_API void sl_env_enable_checkpointing(sl_env_t *env, int64_t interval_ms, sl_c
  * / .tolerable-failed-checkpoints (defaults 10 min, 0, 1, 0). */
 SL_API void sl_env_set_checkpoint_options(sl_env_t *env, int64_t timeout_ms, int64_t min_pause_ms, int max_concurrent,
                                           int tolerable_failed);
+/* Unaligned checkpoints (execution.checkpointing.unaligned.enabled,
+ * .aligned-checkpoint-timeout): with exactly-once, a barrier overtakes the
+ * records queued in channels; a task snapshots at the first barrier and
+ * the overtaken records (in-flight data) are stored in the checkpoint and
+ * replayed on restore, so checkpoints complete quickly under backpressure.
+ * aligned_timeout_ms > 0 starts each checkpoint aligned and switches to
+ * unaligned once it is older than that.  Needs max concurrent checkpoints
+ * 1.  A checkpoint holding in-flight data restores only at the same
+ * parallelism (take an aligned one to rescale). */
+SL_API void sl_env_set_unaligned_checkpoints(sl_env_t *env, bool enabled, int64_t aligned_timeout_ms);
 /* Where checkpoints are written (execution.checkpointing.dir): each
  * completed checkpoint is dir/<job>/chk-<n>/ with its _metadata written
  * last, durably.  Without a directory checkpoints are taken but not

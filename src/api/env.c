@@ -270,6 +270,16 @@ void sl_env_set_restart_none(sl_env_t *env) {
 
 int sl_env_restarts(const sl_env_t *env) { return env->restarts; }
 
+void sl_env_set_unaligned_checkpoints(sl_env_t *env, bool enabled, int64_t aligned_timeout_ms) {
+    if (aligned_timeout_ms < 0) {
+        sl_env_errorf(env, "execution.checkpointing.aligned-checkpoint-timeout: %lld ms must not be negative",
+                      (long long)aligned_timeout_ms);
+        return;
+    }
+    env->ckpt.unaligned = enabled;
+    env->ckpt.aligned_timeout_ms = aligned_timeout_ms;
+}
+
 void sl_env_set_checkpoint_retention(sl_env_t *env, sl_checkpoint_retention_t r) {
     if (r < SL_CHECKPOINTS_NOT_RETAINED || r > SL_CHECKPOINTS_RETAIN_ON_CANCELLATION) {
         sl_env_errorf(env, "checkpoint retention %d: allowed are NO_EXTERNALIZED_CHECKPOINTS (0), "

@@ -32,6 +32,8 @@ typedef struct sl_ckpt_config {
     int64_t min_pause_ms;      /* between the end of one and the start of the next */
     int max_concurrent;        /* default 1 */
     int tolerable_failed;      /* failures in a row before the job fails (default 0) */
+    bool unaligned;            /* exactly-once only: barriers overtake in-flight data */
+    int64_t aligned_timeout_ms; /* unaligned: start aligned, switch after this (0: unaligned at once) */
 } sl_ckpt_config_t;
 
 typedef struct sl_coordinator_hooks {

@@ -1274,8 +1274,6 @@ const char *sl_config_enum_name(const char *key, int value) {
 }
 
 int sl_config_apply_env(const sl_config_t *cfg, struct sl_env *env, char *err, size_t errlen) {
-    if (cfg->unaligned)
-        return sl_errf(err, errlen, SL_EINVAL, "execution.checkpointing.unaligned.enabled: true is not supported yet");
     if (cfg->state_backend == SL_CFG_BACKEND_ROCKSDB)
         return sl_errf(err, errlen, SL_EINVAL, "state.backend.type: rocksdb is not supported yet (hashmap is)");
     if (cfg->incremental)
@@ -1293,6 +1291,7 @@ int sl_config_apply_env(const sl_config_t *cfg, struct sl_env *env, char *err, s
         sl_env_set_checkpoint_options(env, cfg->checkpoint_timeout_ms, cfg->checkpoint_min_pause_ms,
                                       cfg->max_concurrent_checkpoints, cfg->tolerable_failed_checkpoints);
     }
+    if (cfg->unaligned) sl_env_set_unaligned_checkpoints(env, true, cfg->aligned_checkpoint_timeout_ms);
     if (cfg->checkpoint_dir) sl_env_set_checkpoint_dir(env, cfg->checkpoint_dir);
     sl_env_set_checkpoints_retained(env, cfg->num_retained);
     sl_env_set_checkpoint_retention(env, (sl_checkpoint_retention_t)cfg->externalized_retention);

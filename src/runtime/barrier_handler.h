@@ -8,6 +8,13 @@
  *     forwards the barrier and every channel is released.
  *   at-least-once: nothing is blocked; the task snapshots when the last
  *     barrier n arrives.
+ *   unaligned (exactly-once): the task snapshots at the FIRST barrier n,
+ *     forwards it ahead of its queued output, and blocks nothing; until
+ *     barrier n arrives on the other channels, what they deliver is
+ *     in-flight data of checkpoint n (the task captures it, the checkpoint
+ *     stores it, a restore replays it).  With an aligned-checkpoint
+ *     timeout > 0 a checkpoint starts aligned and switches to unaligned
+ *     once it is older than the timeout (sl_bh_timeout).
  *
  * A channel that has ended counts as having delivered every later barrier.
  * A barrier of a newer checkpoint while one is being aligned aborts the
@@ -26,6 +33,10 @@ typedef enum { SL_CKPT_EXACTLY_ONCE = 0, SL_CKPT_AT_LEAST_ONCE = 1 } sl_ckpt_mod
 typedef enum {
     SL_BH_NONE = 0,    /* keep going */
     SL_BH_TRIGGER = 1, /* every channel delivered barrier `id`: snapshot now, then sl_bh_release */
+    SL_BH_TRIGGER_UNALIGNED = 2, /* snapshot now, forward the barrier ahead of the output, and capture
+                                    the channels for which sl_bh_capturing holds */
+    SL_BH_UNALIGNED_DONE = 3,    /* the last barrier of an unaligned snapshot: its in-flight data is
+                                    complete; hand the snapshot over, then sl_bh_release */
 } sl_bh_action_t;
 
 typedef struct sl_barrier_handler {
@@ -38,6 +49,12 @@ typedef struct sl_barrier_handler {
     int64_t last_triggered;
     int64_t aborted; /* checkpoints given up because a newer one came */
     int64_t align_start_ns;
+    /* unaligned checkpoints */
+    bool unaligned;
+    int64_t aligned_timeout_ms;  /* 0: unaligned from the first barrier */
+    int64_t current_ts;          /* wall-clock time the current checkpoint was triggered */
+    bool snapshotted;            /* the current checkpoint's unaligned snapshot was taken */
+    int64_t unaligned_count;     /* checkpoints taken unaligned (metrics, tests) */
 } sl_barrier_handler_t;
 
 void sl_bh_init(sl_barrier_handler_t *h, int nch, sl_ckpt_mode_t mode);
@@ -45,11 +62,24 @@ void sl_bh_free(sl_barrier_handler_t *h);
 /* Barrier `id` on channel ch.  *aborted_id is set (else -1) when an older
  * pending checkpoint was given up. */
 sl_bh_action_t sl_bh_barrier(sl_barrier_handler_t *h, int ch, int64_t id, int64_t *aborted_id);
+/* Same, with the checkpoint's trigger time (wall ms) for the aligned
+ * timeout. */
+sl_bh_action_t sl_bh_barrier_ts(sl_barrier_handler_t *h, int ch, int64_t id, int64_t ts, int64_t *aborted_id);
+/* Turns on unaligned checkpoints (exactly-once mode only). */
+void sl_bh_set_unaligned(sl_barrier_handler_t *h, bool on, int64_t aligned_timeout_ms);
+/* While aligning: TRIGGER_UNALIGNED once the checkpoint is older than the
+ * aligned-checkpoint timeout at wall time now_ms, else NONE. */
+sl_bh_action_t sl_bh_timeout(sl_barrier_handler_t *h, int64_t now_ms);
+/* True while channel ch's data is in-flight data of an unaligned
+ * snapshot (taken, but barrier not yet seen on ch). */
+static inline bool sl_bh_capturing(const sl_barrier_handler_t *h, int ch) {
+    return h->snapshotted && !h->arrived[ch] && !h->ended[ch];
+}
 /* Channel ch ended; may complete an alignment. */
 sl_bh_action_t sl_bh_end(sl_barrier_handler_t *h, int ch);
 /* True while channel ch must not be read (aligned mode only). */
 static inline bool sl_bh_blocked(const sl_barrier_handler_t *h, int ch) {
-    return h->mode == SL_CKPT_EXACTLY_ONCE && h->current >= 0 && h->arrived[ch];
+    return h->mode == SL_CKPT_EXACTLY_ONCE && h->current >= 0 && h->arrived[ch] && !h->snapshotted;
 }
 /* After the snapshot of a TRIGGER: unblocks every channel. */
 void sl_bh_release(sl_barrier_handler_t *h);

@@ -125,6 +125,28 @@ void sl_channel_send(sl_channel_t *ch, sl_nbuf_t *b) {
     sl_waker_signal(ch->consumer);
 }
 
+void sl_channel_send_priority(sl_channel_t *ch, const void *data, uint32_t len, sl_buf_t *capture) {
+    sl_nbuf_t *e = sl_calloc(1, sizeof *e);
+    e->data = sl_malloc(len ? len : 1);
+    memcpy(e->data, data, len);
+    e->len = e->cap = len;
+    e->priority = true;
+    atomic_fetch_add(&ch->bytes, len);
+    pthread_mutex_lock(&ch->mu);
+    if (capture)
+        for (const sl_nbuf_t *b = ch->full_head; b; b = b->next)
+            if (!b->priority) sl_buf_append(capture, b->data, b->len);
+    /* behind earlier priority events (barriers stay in order), ahead of data */
+    sl_nbuf_t **at = &ch->full_head;
+    while (*at && (*at)->priority) at = &(*at)->next;
+    e->next = *at;
+    *at = e;
+    if (!e->next) ch->full_tail = e;
+    atomic_fetch_add(&ch->queued, 1);
+    pthread_mutex_unlock(&ch->mu);
+    sl_waker_signal(ch->consumer);
+}
+
 sl_nbuf_t *sl_channel_poll(sl_channel_t *ch) {
     if (atomic_load_explicit(&ch->queued, memory_order_acquire) == 0) return NULL;
     pthread_mutex_lock(&ch->mu);
@@ -140,6 +162,11 @@ sl_nbuf_t *sl_channel_poll(sl_channel_t *ch) {
 }
 
 void sl_channel_recycle(sl_channel_t *ch, sl_nbuf_t *b) {
+    if (b->priority) { /* never one of the channel's credits */
+        sl_free(b->data);
+        sl_free(b);
+        return;
+    }
     if (b->cap > ch->buf_size) { /* shrink an oversized buffer back */
         b->data = sl_realloc(b->data, ch->buf_size);
         b->cap = ch->buf_size;

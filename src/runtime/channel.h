@@ -25,6 +25,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/common.h"
+
 enum { SL_EL_RECORD = 'R', SL_EL_WATERMARK = 'W', SL_EL_STATUS = 'S', SL_EL_END = 'E', SL_EL_BARRIER = 'B' };
 #define SL_BARRIER_LEN 17
 #define SL_REC_HEADER 13 /* tag + ts + len */
@@ -32,6 +34,7 @@ enum { SL_EL_RECORD = 'R', SL_EL_WATERMARK = 'W', SL_EL_STATUS = 'S', SL_EL_END 
 typedef struct sl_nbuf {
     uint8_t *data;
     uint32_t len, cap;
+    bool priority;       /* an event sent ahead of the queue, outside the credits (freed on recycle) */
     struct sl_nbuf *next;
 } sl_nbuf_t;
 
@@ -70,6 +73,13 @@ void sl_channel_destroy(sl_channel_t *ch);
 sl_nbuf_t *sl_channel_acquire(sl_channel_t *ch, uint32_t need);
 /* Producer: hands a filled buffer to the consumer. */
 void sl_channel_send(sl_channel_t *ch, sl_nbuf_t *b);
+/* Producer: sends len bytes (one event, e.g. an unaligned checkpoint
+ * barrier) AHEAD of every queued buffer, without a credit, so it never
+ * blocks.  When capture is not NULL, the bytes of the buffers it overtook
+ * are appended to it, oldest first (an unaligned checkpoint's output
+ * in-flight data).  Flushing the producer's partly filled buffer first is
+ * the caller's job. */
+void sl_channel_send_priority(sl_channel_t *ch, const void *data, uint32_t len, sl_buf_t *capture);
 /* Consumer: the next full buffer, or NULL. */
 sl_nbuf_t *sl_channel_poll(sl_channel_t *ch);
 /* Consumer: gives a read buffer back (a credit for the producer). */

@@ -120,6 +120,12 @@ static void hook_fail(void *ctx, const char *why) {
 
 /* The operator's identity in checkpoints: its uid, else its place in the
  * graph (then only the same job can restore it, as in Flink without uids). */
+static void op_uid(const sl_node_t *n, char *buf, size_t cap);
+
+void sl_executor_head_uid(sl_executor_t *ex, int vertex, char *buf, size_t cap) {
+    op_uid(ex->env->nodes[ex->jg.v[vertex].nodes[0]], buf, cap);
+}
+
 static void op_uid(const sl_node_t *n, char *buf, size_t cap) {
     if (n->uid)
         snprintf(buf, cap, "%s", n->uid);
@@ -212,6 +218,7 @@ static void snap_free(sl_ckpt_task_snap_t *snap) {
     sl_free(snap->keyed);
     sl_free(snap->timers);
     sl_free(snap->ranges);
+    sl_buf_free(&snap->inflight);
     sl_free(snap);
 }
 
@@ -280,6 +287,9 @@ static void persist(sl_executor_t *ex, sl_ckpt_task_snap_t *snap) {
                     if (snap->blobs[k].len)
                         sl_ckpt_subtask_add_blob(st, "operator-state", SL_CKPT_DIST_SPLIT, snap->blobs[k].p,
                                                  snap->blobs[k].len);
+                    if (k == 0 && snap->inflight.len)
+                        sl_ckpt_subtask_add_blob(st, "inflight", SL_CKPT_DIST_SPLIT, snap->inflight.p,
+                                                 snap->inflight.len);
                 }
             }
             pthread_mutex_unlock(&ex->ckpt_mu);
@@ -397,6 +407,80 @@ static int restore_keyed(sl_env_t *env, const sl_node_t *n, sl_operator_t *op, c
     if (r) sl_sf_reader_close(r);
     (void)n;
     return rc;
+}
+
+/* The current parallelism of the vertex whose head operator has this uid,
+ * or -1. */
+static int head_parallelism(sl_executor_t *ex, const char *uid, int *vertex) {
+    for (int v = 0; v < ex->jg.nv; v++) {
+        char u[300];
+        sl_executor_head_uid(ex, v, u, sizeof u);
+        if (!strcmp(u, uid)) {
+            *vertex = v;
+            return ex->jg.v[v].parallelism;
+        }
+    }
+    return -1;
+}
+
+/* Restore of an unaligned checkpoint: hands every task the in-flight data
+ * of its input channels (see sl_inflight_put), the input entries of a
+ * channel before its output entries.  In-flight data was partitioned for
+ * the old parallelism, so it can only go back into the same topology. */
+static int restore_inflight(sl_executor_t *ex, char *err, size_t errlen) {
+    const sl_ckpt_metadata_t *md = ex->env->restore_md;
+    for (int pass = SL_INFLIGHT_INPUT; pass <= SL_INFLIGHT_OUTPUT; pass++)
+        for (int i = 0; i < md->noperators; i++) {
+            const sl_ckpt_operator_t *mo = &md->operators[i];
+            for (int q = 0; q < mo->parallelism; q++) {
+                const sl_ckpt_blob_t *b = sl_ckpt_find_blob(mo->subtasks[q].blobs, mo->subtasks[q].nblobs, "inflight");
+                if (!b) continue;
+                const uint8_t *p = b->data, *end = b->data + b->len;
+                while (p < end) {
+                    uint32_t ul, v[4];
+                    if (end - p < 5 || (memcpy(&ul, p + 1, 4), (size_t)(end - p - 5) < (size_t)ul + sizeof v))
+                        return sl_errf(err, errlen, SL_EFORMAT,
+                                       "restore: in-flight data of operator '%s' (%d/%d) in checkpoint %lld is "
+                                       "truncated",
+                                       mo->uid, q + 1, mo->parallelism, (long long)md->checkpoint_id);
+                    int kind = p[0];
+                    char uid[300];
+                    snprintf(uid, sizeof uid, "%.*s", (int)(ul < 299 ? ul : 299), (const char *)p + 5);
+                    memcpy(v, p + 5 + ul, sizeof v);
+                    const uint8_t *data = p + 5 + ul + sizeof v;
+                    if ((size_t)(end - data) < v[3] || kind > SL_INFLIGHT_OUTPUT)
+                        return sl_errf(err, errlen, SL_EFORMAT,
+                                       "restore: in-flight data of operator '%s' (%d/%d) in checkpoint %lld is corrupt",
+                                       mo->uid, q + 1, mo->parallelism, (long long)md->checkpoint_id);
+                    p = data + v[3];
+                    if (kind != pass) continue;
+                    int vertex = -1, par = head_parallelism(ex, uid, &vertex);
+                    const sl_ckpt_operator_t *to = sl_ckpt_metadata_find_operator(md, uid);
+                    int cur_src = -1, src_vertex;
+                    cur_src = head_parallelism(ex, mo->uid, &src_vertex);
+                    if (par < 0 || !to || par != to->parallelism || cur_src != mo->parallelism)
+                        return sl_errf(err, errlen, SL_EINVAL,
+                                       "restore: checkpoint %lld is unaligned and holds in-flight data from '%s' to "
+                                       "'%s', which the job no longer has at the same parallelism (%d then, %d now); "
+                                       "in-flight data cannot be redistributed: restore at the old parallelism or "
+                                       "from an aligned checkpoint",
+                                       (long long)md->checkpoint_id, mo->uid, uid, to ? to->parallelism : -1, par);
+                    sl_task_t *t = &ex->tasks[vertex][v[0] < (uint32_t)par ? v[0] : 0];
+                    if ((int)v[0] >= par || (int)v[1] >= t->ngates || (int)v[2] >= t->gates[v[1]].nch)
+                        return sl_errf(err, errlen, SL_EFORMAT,
+                                       "restore: in-flight data of checkpoint %lld names channel %u of input %u of "
+                                       "'%s' (%u), which this job does not have",
+                                       (long long)md->checkpoint_id, v[2], v[1], uid, v[0] + 1);
+                    t->replay = sl_realloc(t->replay, (size_t)(t->nreplay + 1) * sizeof *t->replay);
+                    sl_replay_t *r = &t->replay[t->nreplay++];
+                    memset(r, 0, sizeof *r);
+                    r->gate = (int)v[1];
+                    r->index = (int)v[2];
+                    sl_buf_append(&r->data, data, v[3]);
+                }
+            }
+        }
+    return 0;
 }
 
 int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, char *err, size_t errlen) {
@@ -567,6 +651,14 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
             }
             sl_task_t *st = &ex->tasks[vs][i];
             sl_record_writer_t *w = sl_record_writer_new(part, &ed->key, jg->max_parallelism, row, n, i);
+            for (int j = 0, c = 0; j < pd; j++) { /* where each channel leads, for in-flight data */
+                if (pointwise && !pointwise_connected(i, ps, j, pd)) continue;
+                sl_input_gate_t *dg = &ex->tasks[vd][j].gates[ed->dst_input];
+                int idx = -1;
+                for (int q = 0; q < dg->nch; q++)
+                    if (dg->ch[q] == row[c]) idx = q;
+                w->dst[c++] = (sl_rw_dst_t){vd, j, ed->dst_input, idx};
+            }
             add_writer(st, &st->outs[ks], ed->tag, w);
         }
         sl_free(row);
@@ -581,11 +673,18 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
                 nch += t->gates[g].nch;
             }
             sl_bh_init(&t->bh, nch, env->ckpt.mode);
+            sl_bh_set_unaligned(&t->bh, env->ckpt.unaligned, env->ckpt.aligned_timeout_ms);
+            t->nincap = nch;
+            t->incap = sl_calloc((size_t)(nch ? nch : 1), sizeof *t->incap);
             t->index = ex->nall;
             ex->all = sl_realloc(ex->all, (size_t)(ex->nall + 1) * sizeof *ex->all);
             ex->all[ex->nall++] = t;
         }
     ex->final_state = sl_calloc((size_t)(ex->nall ? ex->nall : 1), sizeof *ex->final_state);
+    if (env->restore_md && (rc = restore_inflight(ex, err, errlen)) < 0) {
+        sl_executor_destroy(ex);
+        return rc;
+    }
     if (env->ckpt_enabled) {
         if (env->ckpt_dir) {
             sl_env_job_id(job_name, ex->job_id, sizeof ex->job_id);
@@ -751,6 +850,10 @@ void sl_executor_destroy(sl_executor_t *ex) {
             sl_free(t->writers);
             for (int g = 0; g < t->ngates; g++) sl_gate_free(&t->gates[g]);
             sl_bh_free(&t->bh);
+            for (int i = 0; i < t->nincap; i++) sl_buf_free(&t->incap[i]);
+            sl_free(t->incap);
+            for (int i = 0; i < t->nreplay; i++) sl_buf_free(&t->replay[i].data);
+            sl_free(t->replay);
             sl_free(t->ops);
             sl_free(t->outs);
             sl_free(t->wake);

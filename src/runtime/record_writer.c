@@ -14,6 +14,7 @@ sl_record_writer_t *sl_record_writer_new(sl_partitioning_t part, const sl_key_se
     w->ch = sl_calloc((size_t)nch, sizeof *w->ch);
     memcpy(w->ch, ch, (size_t)nch * sizeof *ch);
     w->cur = sl_calloc((size_t)nch, sizeof *w->cur);
+    w->dst = sl_calloc((size_t)(nch ? nch : 1), sizeof *w->dst);
     w->rr = nch ? start_rr % nch : 0;
     return w;
 }
@@ -26,6 +27,7 @@ void sl_record_writer_destroy(sl_record_writer_t *w) {
         }
     sl_free(w->cur);
     sl_free(w->ch);
+    sl_free(w->dst);
     sl_free(w);
 }
 
@@ -135,4 +137,13 @@ void sl_record_writer_barrier(sl_record_writer_t *w, int64_t id, int64_t ts) {
     sl_st64(el + 9, (uint64_t)ts);
     put_all(w, el, SL_BARRIER_LEN);
     sl_record_writer_flush(w);
+}
+
+void sl_record_writer_barrier_priority(sl_record_writer_t *w, int64_t id, int64_t ts, sl_buf_t *captures) {
+    uint8_t el[SL_BARRIER_LEN];
+    el[0] = SL_EL_BARRIER;
+    sl_st64(el + 1, (uint64_t)id);
+    sl_st64(el + 9, (uint64_t)ts);
+    sl_record_writer_flush(w); /* the records before the barrier are in-flight data too */
+    for (int i = 0; i < w->nch; i++) sl_channel_send_priority(w->ch[i], el, SL_BARRIER_LEN, &captures[i]);
 }

@@ -13,8 +13,15 @@
 #include "graph/stream_graph.h"
 #include "runtime/channel.h"
 
+/* Where channel i of a writer leads: the consumer's task (vertex, subtask)
+ * and the channel's place in its input gate (for in-flight data). */
+typedef struct sl_rw_dst {
+    int vertex, subtask, gate, index;
+} sl_rw_dst_t;
+
 typedef struct sl_record_writer {
     sl_partitioning_t part;
+    sl_rw_dst_t *dst;    /* per channel; set by the executor */
     sl_key_selector_t key;
     int max_parallelism;
     int nch;
@@ -37,6 +44,10 @@ void sl_record_writer_status(sl_record_writer_t *w, bool idle);
  * must never wait in a partly filled buffer while the producer blocks on
  * another channel). */
 void sl_record_writer_barrier(sl_record_writer_t *w, int64_t id, int64_t ts);
+/* Unaligned: sends barrier `id` on every channel AHEAD of the queued
+ * buffers (after flushing the partly filled one) and appends to
+ * captures[i] the bytes it overtook on channel i. */
+void sl_record_writer_barrier_priority(sl_record_writer_t *w, int64_t id, int64_t ts, sl_buf_t *captures);
 /* Sends the end-of-partition marker on every channel (and flushes). */
 void sl_record_writer_end(sl_record_writer_t *w);
 void sl_record_writer_flush(sl_record_writer_t *w);

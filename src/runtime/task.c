@@ -50,14 +50,54 @@ void sl_task_cancel(sl_task_t *t) {
 
 /* ---- checkpoints ---- */
 
-/* Barrier `id` passed this task: forward it, snapshot, acknowledge. */
-static void perform_checkpoint(sl_task_t *t, int64_t id, int64_t ts) {
-    for (int i = 0; i < t->nwriters; i++) sl_record_writer_barrier(t->writers[i], id, ts);
-    int64_t t0 = sl_mono_ns();
+void sl_inflight_put(sl_buf_t *out, int kind, const char *uid, int subtask, int gate, int index, const void *data,
+                     uint32_t len) {
+    uint8_t k = (uint8_t)kind;
+    uint32_t ul = (uint32_t)strlen(uid), v[4] = {(uint32_t)subtask, (uint32_t)gate, (uint32_t)index, len};
+    sl_buf_append(out, &k, 1);
+    sl_buf_append(out, &ul, 4);
+    sl_buf_append(out, uid, ul);
+    sl_buf_append(out, v, sizeof v);
+    sl_buf_append(out, data, len);
+}
+
+/* Should barrier `id` (triggered at wall time ts) overtake the queued
+ * output?  Unaligned from the start (timeout 0), or once it is older than
+ * the aligned-checkpoint timeout. */
+static bool overtake(const sl_task_t *t, int64_t ts) {
+    if (!t->bh.unaligned) return false;
+    return t->bh.aligned_timeout_ms == 0 || sl_wall_ms() - ts >= t->bh.aligned_timeout_ms;
+}
+
+/* Barrier `id` passed this task: forward it (ahead of the queued output
+ * when unaligned, capturing what it overtook), then the synchronous phase
+ * of the snapshot.  Returns the snapshot, or NULL when the task failed. */
+static sl_ckpt_task_snap_t *take_snapshot(sl_task_t *t, int64_t id, int64_t ts, bool unaligned) {
     sl_ckpt_task_snap_t *snap = sl_calloc(1, sizeof *snap);
     snap->task = t;
     snap->id = id;
     snap->nops = t->nops;
+    int64_t t0 = sl_mono_ns();
+    if (unaligned || overtake(t, ts)) {
+        snap->unaligned = true;
+        for (int i = 0; i < t->nwriters; i++) {
+            sl_record_writer_t *w = t->writers[i];
+            sl_buf_t *caps = sl_calloc((size_t)(w->nch ? w->nch : 1), sizeof *caps);
+            sl_record_writer_barrier_priority(w, id, ts, caps);
+            for (int c = 0; c < w->nch; c++) {
+                if (caps[c].len) {
+                    char uid[300];
+                    sl_executor_head_uid(t->ex, w->dst[c].vertex, uid, sizeof uid);
+                    sl_inflight_put(&snap->inflight, SL_INFLIGHT_OUTPUT, uid, w->dst[c].subtask, w->dst[c].gate,
+                                    w->dst[c].index, caps[c].p, (uint32_t)caps[c].len);
+                }
+                sl_buf_free(&caps[c]);
+            }
+            sl_free(caps);
+        }
+    } else {
+        for (int i = 0; i < t->nwriters; i++) sl_record_writer_barrier(t->writers[i], id, ts);
+    }
     snap->blobs = sl_calloc((size_t)t->nops, sizeof *snap->blobs);
     snap->keyed = sl_calloc((size_t)t->nops, sizeof *snap->keyed);
     snap->timers = sl_calloc((size_t)t->nops, sizeof *snap->timers);
@@ -77,12 +117,77 @@ static void perform_checkpoint(sl_task_t *t, int64_t id, int64_t ts) {
     }
     if (t->failed) {
         sl_executor_task_snapshot(NULL, snap); /* frees it */
-        return;
+        return NULL;
     }
     t->checkpoints++;
-    int64_t sync_ns = sl_mono_ns() - t0;
-    if (sync_ns > t->max_sync_ns) t->max_sync_ns = sync_ns;
+    snap->sync_ns = sl_mono_ns() - t0;
+    if (snap->sync_ns > t->max_sync_ns) t->max_sync_ns = snap->sync_ns;
+    return snap;
+}
+
+static void submit(sl_task_t *t, sl_ckpt_task_snap_t *snap) {
+    if (t->bh.current >= 0 && t->bh.align_start_ns) snap->align_ns = sl_mono_ns() - t->bh.align_start_ns;
     sl_executor_task_snapshot(t->ex, snap);
+}
+
+/* Aligned (or at-least-once, or a source's trigger): snapshot and hand
+ * over at once. */
+static void perform_checkpoint(sl_task_t *t, int64_t id, int64_t ts) {
+    sl_ckpt_task_snap_t *snap = take_snapshot(t, id, ts, false);
+    if (snap) submit(t, snap);
+}
+
+/* Unaligned: snapshot now; the in-flight data of the channels still
+ * without the barrier is captured until it arrives (finish_unaligned). */
+static void start_unaligned(sl_task_t *t, int64_t id, int64_t ts) {
+    if (t->pending) { /* cannot happen with one checkpoint at a time; never leak it */
+        sl_executor_task_snapshot(NULL, t->pending);
+        t->pending = NULL;
+    }
+    t->pending = take_snapshot(t, id, ts, true);
+    for (int i = 0; i < t->nincap; i++) t->incap[i].len = 0;
+}
+
+static void finish_unaligned(sl_task_t *t) {
+    sl_ckpt_task_snap_t *snap = t->pending;
+    t->pending = NULL;
+    if (!snap) return;
+    char uid[300];
+    sl_executor_head_uid(t->ex, t->vertex, uid, sizeof uid);
+    for (int gi = 0; gi < t->ngates; gi++) {
+        sl_input_gate_t *g = &t->gates[gi];
+        for (int c = 0; c < g->nch; c++) {
+            sl_buf_t *b = &t->incap[g->first + c];
+            if (b->len)
+                sl_inflight_put(&snap->inflight, SL_INFLIGHT_INPUT, uid, t->subtask, gi, c, b->p, (uint32_t)b->len);
+            b->len = 0;
+        }
+    }
+    submit(t, snap);
+}
+
+/* A newer checkpoint overtook the one whose unaligned snapshot waits. */
+static void drop_pending(sl_task_t *t, int64_t aborted) {
+    if (!t->pending || t->pending->id != aborted) return;
+    sl_executor_task_snapshot(NULL, t->pending);
+    t->pending = NULL;
+    for (int i = 0; i < t->nincap; i++) t->incap[i].len = 0;
+}
+
+/* What the barrier handler decided. */
+static void on_barrier_action(sl_task_t *t, sl_bh_action_t a, int64_t id, int64_t ts) {
+    switch (a) {
+    case SL_BH_TRIGGER:
+        perform_checkpoint(t, id, ts);
+        sl_bh_release(&t->bh);
+        break;
+    case SL_BH_TRIGGER_UNALIGNED: start_unaligned(t, id, ts); break;
+    case SL_BH_UNALIGNED_DONE:
+        finish_unaligned(t);
+        sl_bh_release(&t->bh);
+        break;
+    case SL_BH_NONE: break;
+    }
 }
 
 typedef struct ckpt_mail {
@@ -239,12 +344,20 @@ static void run_batch(sl_task_t *t, sl_input_gate_t *g, const sl_record_t *recs,
 
 enum { CONSUMED = 0, HELD = 1 };
 
+/* In-flight data of an unaligned checkpoint: the bytes [from, to) of a
+ * buffer of global channel gc, when that channel is being captured. */
+static inline void capture(sl_task_t *t, int gc, const uint8_t *from, const uint8_t *to) {
+    if (to > from && sl_bh_capturing(&t->bh, gc)) sl_buf_append(&t->incap[gc], from, (size_t)(to - from));
+}
+
 /* Runs a buffer's elements, from *off, through the head operator: runs of
  * records in batches, then each watermark, status, end or barrier in
  * order.  Returns HELD with *off after a barrier that blocked the channel
- * (aligned checkpoint), else CONSUMED. */
+ * (aligned checkpoint), else CONSUMED.  While an unaligned snapshot waits
+ * for this channel's barrier, what the channel delivers is captured. */
 static int consume(sl_task_t *t, sl_input_gate_t *g, int c, const sl_nbuf_t *b, uint32_t *off) {
-    const uint8_t *p = b->data + *off, *end = b->data + b->len;
+    const uint8_t *p = b->data + *off, *end = b->data + b->len, *cap_from = p;
+    const int gc = g->first + c;
     sl_record_t recs[BATCH];
     int n = 0;
     while (p < end && !t->failed) {
@@ -280,25 +393,31 @@ static int consume(sl_task_t *t, sl_input_gate_t *g, int c, const sl_nbuf_t *b, 
             p += 2;
             break;
         case SL_EL_END:
+            if (t->replaying) goto corrupt;
+            capture(t, gc, cap_from, p);
             if (!g->ended[c]) {
                 g->ended[c] = true;
                 g->nended++;
             }
             p += 1;
-            if (sl_bh_end(&t->bh, g->first + c) == SL_BH_TRIGGER) {
-                perform_checkpoint(t, t->bh.current, sl_wall_ms());
-                sl_bh_release(&t->bh);
-            }
+            cap_from = p;
+            on_barrier_action(t, sl_bh_end(&t->bh, gc), t->bh.current, t->bh.current_ts);
             break;
         case SL_EL_BARRIER: {
             if (end - p < SL_BARRIER_LEN) goto corrupt;
             int64_t id = (int64_t)sl_ld64(p + 1), ts = (int64_t)sl_ld64(p + 9), aborted;
+            if (t->replaying) { /* a barrier inside restored in-flight data is history */
+                p += SL_BARRIER_LEN;
+                break;
+            }
+            capture(t, gc, cap_from, p);
             p += SL_BARRIER_LEN;
-            sl_bh_action_t a = sl_bh_barrier(&t->bh, g->first + c, id, &aborted);
-            if (a == SL_BH_TRIGGER) {
-                perform_checkpoint(t, id, ts);
-                sl_bh_release(&t->bh);
-            } else if (sl_bh_blocked(&t->bh, g->first + c)) {
+            cap_from = p;
+            sl_bh_action_t a = sl_bh_barrier_ts(&t->bh, gc, id, ts, &aborted);
+            if (aborted >= 0) drop_pending(t, aborted);
+            if (a != SL_BH_NONE) {
+                on_barrier_action(t, a, id, ts);
+            } else if (sl_bh_blocked(&t->bh, gc)) {
                 *off = (uint32_t)(p - b->data);
                 return p < end ? HELD : CONSUMED;
             }
@@ -309,10 +428,25 @@ static int consume(sl_task_t *t, sl_input_gate_t *g, int c, const sl_nbuf_t *b, 
         }
     }
     if (n && !t->failed) run_batch(t, g, recs, n);
+    capture(t, gc, cap_from, p);
     return CONSUMED;
 corrupt:
-    sl_task_fail(t, SL_EFORMAT, "corrupt network buffer (bad element)");
+    sl_task_fail(t, SL_EFORMAT, t->replaying ? "corrupt in-flight data in the restored checkpoint (bad element)"
+                                             : "corrupt network buffer (bad element)");
     return CONSUMED;
+}
+
+/* Restore of an unaligned checkpoint: its in-flight data goes through the
+ * task before anything live. */
+static void replay_inflight(sl_task_t *t) {
+    t->replaying = true;
+    for (int i = 0; i < t->nreplay && !t->failed; i++) {
+        sl_replay_t *r = &t->replay[i];
+        sl_nbuf_t b = {.data = r->data.p, .len = (uint32_t)r->data.len, .cap = (uint32_t)r->data.len};
+        uint32_t off = 0;
+        consume(t, &t->gates[r->gate], r->index, &b, &off);
+    }
+    t->replaying = false;
 }
 
 static void flush_all(sl_task_t *t) {
@@ -378,6 +512,8 @@ static void run_loop(sl_task_t *t) {
             if (tick < next) next = tick;
             if (r == SL_SRC_IDLE && next == INT64_MAX) next = sl_task_now(t) + 1;
         } else {
+            if (SL_UNLIKELY(t->bh.unaligned && t->bh.current >= 0 && !t->bh.snapshotted))
+                on_barrier_action(t, sl_bh_timeout(&t->bh, sl_wall_ms()), t->bh.current, t->bh.current_ts);
             for (int gi = 0; gi < t->ngates; gi++) {
                 sl_input_gate_t *g = &t->gates[gi];
                 for (int c = 0; c < g->nch; c++) {
@@ -437,11 +573,16 @@ void *sl_task_main(void *arg) {
             if (rc < 0 && !t->failed) sl_task_fail(t, rc, "open failed");
         }
     }
+    if (!t->failed && t->nreplay) replay_inflight(t);
     if (!t->failed) run_loop(t);
     bool canceled = atomic_load(&t->cancel);
     if (!t->failed && !canceled) {
         finish_chain(t);
         if (!t->failed) sl_executor_task_final(t->ex, t);
+    }
+    if (t->pending) { /* cancelled or failed while capturing: the checkpoint cannot complete */
+        sl_executor_task_snapshot(NULL, t->pending);
+        t->pending = NULL;
     }
     for (int i = 0; i < t->nops; i++)
         if (t->ops[i]->vt->close) t->ops[i]->vt->close(t->ops[i]);

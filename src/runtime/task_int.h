@@ -78,6 +78,16 @@ struct sl_task {
     int index;                   /* among all tasks of the job (coordinator's numbering) */
     sl_barrier_handler_t bh;     /* over every input channel of every gate */
     int64_t checkpoints;         /* snapshots taken */
+    /* unaligned checkpoints: the snapshot taken at the first barrier waits
+     * here for the in-flight data of the channels whose barrier is still
+     * to come (incap, by global channel index) */
+    struct sl_ckpt_task_snap *pending;
+    sl_buf_t *incap;
+    int nincap;
+    /* restore: in-flight data to run before reading the channels */
+    struct sl_replay *replay;
+    int nreplay;
+    bool replaying;
     int64_t max_sync_ns;         /* longest synchronous phase */
     /* metrics */
     int64_t busy_ns, idle_ns;
@@ -90,6 +100,25 @@ void sl_task_cancel(sl_task_t *t);
 void sl_task_post_trigger(sl_task_t *t, int64_t id, int64_t ts);
 void sl_task_post_complete(sl_task_t *t, int64_t id);
 void sl_task_post_aborted(sl_task_t *t, int64_t id);
+/* In-flight data of a restored unaligned checkpoint for channel `index`
+ * of gate `gate`, run through the task before its live input. */
+typedef struct sl_replay {
+    int gate, index;
+    sl_buf_t data;
+} sl_replay_t;
+
+/* In-flight data of an unaligned checkpoint, as stored in the "inflight"
+ * blob of a task's head operator: a sequence of
+ *   u8 kind (0: input captured by this task, 1: output it overtook)
+ *   u32 uid length, uid of the consuming task's head operator,
+ *   u32 consumer subtask, u32 gate, u32 channel index in the gate,
+ *   u32 length, the buffer bytes (elements as in channel.h).
+ * A restore runs, for each channel, the input entries before the output
+ * entries (that is their order in the stream). */
+enum { SL_INFLIGHT_INPUT = 0, SL_INFLIGHT_OUTPUT = 1 };
+void sl_inflight_put(sl_buf_t *out, int kind, const char *uid, int subtask, int gate, int index, const void *data,
+                     uint32_t len);
+
 /* What one task hands to the executor's checkpoint writer: copies of its
  * operators' state blobs and, per keyed operator, the copy-on-write views
  * of its keyed state and timers (the asynchronous phase writes them). */
@@ -101,6 +130,9 @@ typedef struct sl_ckpt_task_snap {
     struct sl_kb_snapshot **keyed;        /* per operator, or NULL */
     struct sl_timers_snapshot **timers;   /* per operator, or NULL */
     sl_kg_range_t *ranges;                /* per operator */
+    sl_buf_t inflight;                    /* unaligned: in-flight data (sl_inflight_put) */
+    bool unaligned;
+    int64_t sync_ns, align_ns;            /* synchronous phase; alignment (first to last barrier) */
 } sl_ckpt_task_snap_t;
 
 /* Implemented in executor.c: the task took the synchronous part of its
@@ -112,6 +144,8 @@ void sl_executor_task_snapshot(sl_executor_t *ex, sl_ckpt_task_snap_t *snap);
 void sl_executor_task_final(sl_executor_t *ex, sl_task_t *t);
 /* Implemented in executor.c: a task reports its failure. */
 void sl_executor_task_failed(sl_executor_t *ex, sl_task_t *t);
+/* The uid under which the head operator of task t keeps its state. */
+void sl_executor_head_uid(sl_executor_t *ex, int vertex, char *buf, size_t cap);
 void sl_executor_task_done(sl_executor_t *ex, sl_task_t *t);
 
 #endif
