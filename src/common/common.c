@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -113,20 +114,27 @@ static atomic_int fault_state; /* 0 unknown, 1 off, 2 on */
 static char fault_name[128];
 static atomic_long fault_left;
 
+static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
+
+static void fault_init(void) { /* once, even when task threads arrive together */
+    const char *v = getenv("SLUICE_FAULT_AT");
+    const char *colon = v ? strrchr(v, ':') : NULL;
+    if (!v || !colon || (size_t)(colon - v) >= sizeof fault_name) {
+        atomic_store(&fault_state, 1);
+        return;
+    }
+    memcpy(fault_name, v, (size_t)(colon - v));
+    fault_name[colon - v] = 0;
+    atomic_store(&fault_left, atol(colon + 1));
+    atomic_store(&fault_state, 2);
+}
+
 void sl_fault_point(const char *name) {
-    int st = atomic_load_explicit(&fault_state, memory_order_relaxed);
+    int st = atomic_load_explicit(&fault_state, memory_order_acquire);
     if (st == 1) return;
     if (st == 0) {
-        const char *v = getenv("SLUICE_FAULT_AT");
-        const char *colon = v ? strrchr(v, ':') : NULL;
-        if (!v || !colon || (size_t)(colon - v) >= sizeof fault_name) {
-            atomic_store(&fault_state, 1);
-            return;
-        }
-        memcpy(fault_name, v, (size_t)(colon - v));
-        fault_name[colon - v] = 0;
-        atomic_store(&fault_left, atol(colon + 1));
-        atomic_store(&fault_state, 2);
+        pthread_once(&fault_once, fault_init);
+        if (atomic_load(&fault_state) == 1) return;
     }
     if (strcmp(name, fault_name) != 0) return;
     if (atomic_fetch_sub(&fault_left, 1) == 1) {
