@@ -243,6 +243,11 @@ SL_API sl_row_writer_t *sl_src_row(sl_source_output_t *out);
 SL_API void sl_src_emit(sl_source_output_t *out, int split, int64_t ts);
 /* A split ended: it no longer holds the watermark back. */
 SL_API void sl_src_split_finished(sl_source_output_t *out, int split);
+/* Inside poll: the reader found a new split (e.g. a partition of a topic
+ * that grew).  Its number is the next after the current ones (returned;
+ * -1 outside a source operator); its watermark generator starts empty and
+ * active, like the others'. */
+SL_API int sl_src_add_split(sl_source_output_t *out);
 /* Counts a skipped record (bad input under a skip policy). */
 SL_API void sl_src_count_skipped(sl_source_output_t *out, int64_t n);
 

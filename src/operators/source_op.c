@@ -223,6 +223,17 @@ void sl_src_split_finished(sl_source_output_t *out, int split) {
     if (split >= 0 && split < out->op->nsplits) out->op->splits[split].finished = true;
 }
 
+int sl_src_add_split(sl_source_output_t *out) {
+    if (!out->op) return -1; /* capture mode keeps no split table */
+    source_op_t *op = out->op;
+    op->splits = sl_realloc(op->splits, (size_t)(op->nsplits + 1) * sizeof *op->splits);
+    split_gen_t *g = &op->splits[op->nsplits];
+    memset(g, 0, sizeof *g);
+    g->max_ts = INT64_MIN;
+    g->last_active = sl_op_now(&op->base);
+    return op->nsplits++;
+}
+
 void sl_src_count_skipped(sl_source_output_t *out, int64_t n) {
     if (out->op)
         out->op->base.records_skipped += n;
