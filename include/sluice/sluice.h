@@ -148,8 +148,24 @@ typedef struct sl_checkpoint_stat {
     int64_t duration_ms;
     bool completed;
     bool aborted;
+    /* over the tasks that acknowledged */
+    int64_t state_bytes;     /* persisted: state files, operator state, in-flight data */
+    int64_t inflight_bytes;  /* in-flight data of unaligned snapshots */
+    int64_t max_align_us, max_sync_us, max_async_us;
+    int unaligned_tasks;     /* tasks that snapshotted unaligned */
 } sl_checkpoint_stat_t;
 SL_API int sl_env_checkpoint_stats(const sl_env_t *env, sl_checkpoint_stat_t *out, int cap);
+/* Per task, for one of those checkpoints (Flink's per-subtask checkpoint
+ * details): returns the number of tasks written (<= cap), or < 0 when the
+ * checkpoint is not among the kept ones. */
+typedef struct sl_checkpoint_task_stat {
+    const char *task;        /* "Map -> Sink: out (2/4)"; valid while env lives */
+    bool acknowledged;
+    bool unaligned;
+    int64_t align_us, sync_us, async_us;
+    int64_t state_bytes, inflight_bytes;
+} sl_checkpoint_task_stat_t;
+SL_API int sl_env_checkpoint_task_stats(const sl_env_t *env, int64_t id, sl_checkpoint_task_stat_t *out, int cap);
 /* Checkpoints completed in the last run. */
 SL_API int64_t sl_env_checkpoints_completed(const sl_env_t *env);
 /* Disables operator chaining (every operator in its own task). */

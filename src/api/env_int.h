@@ -40,6 +40,9 @@ struct sl_env {
     int64_t ckpt_max_sync_ns;
     sl_ckpt_stats_t ckpt_stats[64];
     int nckpt_stats;
+    sl_ckpt_task_stats_t *ckpt_task_stats; /* [nckpt_stats][ckpt_ntasks] */
+    char **ckpt_task_names;
+    int ckpt_ntasks;
 
     sl_node_t **nodes;
     int nnodes;
@@ -62,5 +65,6 @@ void sl_env_job_id(const char *job_name, char *buf, size_t cap);
 /* The effective parallelism of a node. */
 int sl_env_node_parallelism(const sl_env_t *env, const sl_node_t *n);
 int sl_env_max_parallelism(const sl_env_t *env);
+void sl_env_free_task_stats(sl_env_t *env);
 
 #endif

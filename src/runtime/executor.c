@@ -262,6 +262,11 @@ static void persist(sl_executor_t *ex, sl_ckpt_task_snap_t *snap) {
     sl_task_t *t = snap->task;
     char err[600] = "";
     int rc = 0;
+    int64_t t0 = sl_mono_ns();
+    sl_ckpt_task_stats_t ts = {.align_us = snap->align_ns / 1000,
+                               .sync_us = snap->sync_ns / 1000,
+                               .inflight_bytes = (int64_t)snap->inflight.len,
+                               .unaligned = snap->unaligned};
     if (ex->storage) {
         const sl_job_vertex_t *v = &ex->jg.v[t->vertex];
         for (int k = 0; k < snap->nops && rc == 0; k++) {
@@ -284,6 +289,8 @@ static void persist(sl_executor_t *ex, sl_ckpt_task_snap_t *snap) {
                 if (op && t->subtask < op->parallelism) {
                     sl_ckpt_subtask_t *st = &op->subtasks[t->subtask];
                     if (wrote) sl_ckpt_subtask_add_file(st, SL_CKPT_SCOPE_EXCLUSIVE, name, &info);
+                    ts.state_bytes += (int64_t)(wrote ? info.size : 0) + (int64_t)snap->blobs[k].len +
+                                      (k == 0 ? (int64_t)snap->inflight.len : 0);
                     if (snap->blobs[k].len)
                         sl_ckpt_subtask_add_blob(st, "operator-state", SL_CKPT_DIST_SPLIT, snap->blobs[k].p,
                                                  snap->blobs[k].len);
@@ -299,10 +306,11 @@ static void persist(sl_executor_t *ex, sl_ckpt_task_snap_t *snap) {
     int64_t id = snap->id;
     snap_free(snap);
     if (!ex->coord) return;
+    ts.async_us = (sl_mono_ns() - t0) / 1000;
     if (rc < 0)
         sl_coordinator_decline(ex->coord, id, t->index, err);
     else
-        sl_coordinator_ack(ex->coord, id, t->index);
+        sl_coordinator_ack_stats(ex->coord, id, t->index, &ts);
 }
 
 static void *writer_main(void *arg) {
@@ -314,8 +322,9 @@ static void *writer_main(void *arg) {
         struct wq *q = ex->wq_head;
         ex->wq_head = q->next;
         if (!ex->wq_head) ex->wq_tail = NULL;
+        bool stop = ex->writer_stop;
         pthread_mutex_unlock(&ex->ckpt_mu);
-        if (ex->writer_stop)
+        if (stop)
             snap_free(q->snap); /* the job is over: drop it */
         else
             persist(ex, q->snap);
@@ -789,6 +798,16 @@ int sl_executor_run(sl_executor_t *ex, char *err, size_t errlen) {
         }
         ex->env->ckpts_completed = sl_coordinator_completed(ex->coord, NULL);
         ex->env->nckpt_stats = sl_coordinator_stats(ex->coord, ex->env->ckpt_stats, 64);
+        sl_env_free_task_stats(ex->env);
+        ex->env->ckpt_ntasks = ex->nall;
+        ex->env->ckpt_task_names = sl_calloc((size_t)(ex->nall ? ex->nall : 1), sizeof(char *));
+        for (int i = 0; i < ex->nall; i++) ex->env->ckpt_task_names[i] = sl_strdup(ex->all[i]->name);
+        ex->env->ckpt_task_stats = sl_calloc((size_t)(ex->env->nckpt_stats ? ex->env->nckpt_stats : 1) *
+                                                 (size_t)(ex->nall ? ex->nall : 1),
+                                             sizeof *ex->env->ckpt_task_stats);
+        for (int i = 0; i < ex->env->nckpt_stats; i++)
+            sl_coordinator_task_stats(ex->coord, ex->env->ckpt_stats[i].id,
+                                      &ex->env->ckpt_task_stats[(size_t)i * (size_t)ex->nall]);
     }
     ex->env->ckpt_max_sync_ns = 0;
     for (int i = 0; i < ex->nall; i++)
