@@ -301,16 +301,31 @@ TEST(corrupt_checkpoint_reported) {
     snprintf(ckpt, sizeof ckpt, "%s/corrupt-ckpt", sl_test_tmpdir());
     snprintf(job, sizeof job, "%s/eo-kill", ckpt);
     pid_t pid = spawn(out, ckpt, N, false, true);
-    struct timespec ts = {0, 600 * 1000000L};
-    nanosleep(&ts, NULL);
+    /* kill it once two checkpoints completed (however slow the machine) */
+    long latest = -1;
+    struct dirent *e;
+    DIR *d;
+    for (int waited = 0; waited < 60000 && latest < 2; waited += 20) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+        if (waitpid(pid, NULL, WNOHANG) == pid) break; /* finished too early: reported below */
+        if (!(d = opendir(job))) continue;
+        while ((e = readdir(d))) {
+            long n;
+            char meta[2400];
+            if (sscanf(e->d_name, "chk-%ld", &n) != 1) continue;
+            snprintf(meta, sizeof meta, "%s/%s/_metadata", job, e->d_name);
+            if (access(meta, F_OK) == 0 && n > latest) latest = n;
+        }
+        closedir(d);
+    }
     kill(pid, SIGKILL);
     int st;
     waitpid(pid, &st, 0);
-    /* the latest complete checkpoint and one of its keyed state files */
-    long latest = -1;
-    DIR *d = opendir(job);
+    /* the latest complete checkpoint (now) and one of its keyed state files */
+    latest = -1;
+    d = opendir(job);
     CHECK(d != NULL);
-    struct dirent *e;
     while ((e = readdir(d))) {
         long n;
         char meta[2400];

@@ -219,6 +219,8 @@ static void snap_free(sl_ckpt_task_snap_t *snap) {
     sl_free(snap->timers);
     sl_free(snap->ranges);
     sl_buf_free(&snap->inflight);
+    for (int k = 0; snap->times && k < snap->nops; k++) sl_buf_free(&snap->times[k]);
+    sl_free(snap->times);
     sl_free(snap);
 }
 
@@ -294,6 +296,9 @@ static void persist(sl_executor_t *ex, sl_ckpt_task_snap_t *snap) {
                     if (snap->blobs[k].len)
                         sl_ckpt_subtask_add_blob(st, "operator-state", SL_CKPT_DIST_SPLIT, snap->blobs[k].p,
                                                  snap->blobs[k].len);
+                    if (snap->times && snap->times[k].len)
+                        sl_ckpt_subtask_add_blob(st, "event-time", SL_CKPT_DIST_SPLIT, snap->times[k].p,
+                                                 snap->times[k].len);
                     if (k == 0 && snap->inflight.len)
                         sl_ckpt_subtask_add_blob(st, "inflight", SL_CKPT_DIST_SPLIT, snap->inflight.p,
                                                  snap->inflight.len);
@@ -573,6 +578,26 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
                         }
                         ex->unions = sl_realloc(ex->unions, (size_t)(ex->nunions + 1) * sizeof *ex->unions);
                         ex->unions[ex->nunions++] = u;
+                        /* event-time progress: this subtask's at the same parallelism, else the
+                         * minimum over the old subtasks */
+                        bool exact = mo->parallelism == jv->parallelism;
+                        int nb = exact ? 1 : mo->parallelism;
+                        const uint8_t **tb = sl_calloc((size_t)(nb ? nb : 1), sizeof *tb);
+                        size_t *tl = sl_calloc((size_t)(nb ? nb : 1), sizeof *tl);
+                        for (int q = 0; q < nb; q++) {
+                            int from = exact ? s : q;
+                            const sl_ckpt_blob_t *b = sl_ckpt_find_blob(mo->subtasks[from].blobs,
+                                                                        mo->subtasks[from].nblobs, "event-time");
+                            tb[q] = b ? b->data : NULL;
+                            tl[q] = b ? b->len : 0;
+                        }
+                        if (sl_op_restore_time(op, tb, tl, nb, exact) < 0 && rc == 0)
+                            rc = sl_errf(err, errlen, SL_EFORMAT,
+                                         "restore of operator '%s' (%d/%d): its event-time state in checkpoint %lld "
+                                         "is malformed",
+                                         uid, s + 1, jv->parallelism, (long long)env->restore_md->checkpoint_id);
+                        sl_free(tb);
+                        sl_free(tl);
                     }
                     if (rc == 0) {
                         char kerr[600] = "";

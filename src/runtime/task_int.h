@@ -131,6 +131,7 @@ typedef struct sl_ckpt_task_snap {
     struct sl_timers_snapshot **timers;   /* per operator, or NULL */
     sl_kg_range_t *ranges;                /* per operator */
     sl_buf_t inflight;                    /* unaligned: in-flight data (sl_inflight_put) */
+    sl_buf_t *times;                      /* per operator: event-time progress (sl_op_snapshot_time) */
     bool unaligned;
     int64_t sync_ns, align_ns;            /* synchronous phase; alignment (first to last barrier) */
 } sl_ckpt_task_snap_t;
