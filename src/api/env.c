@@ -58,6 +58,7 @@ void sl_env_destroy(sl_env_t *env) {
     sl_free(env->ckpt_dir);
     sl_ckpt_metadata_free(env->restore_md);
     sl_free(env->restore_path);
+    sl_free(env->rocksdb_dir);
     sl_env_free_task_stats(env);
     for (int i = env->nowned - 1; i >= 0; i--) env->owned[i].free_fn(env->owned[i].p);
     sl_free(env->owned);
@@ -270,6 +271,30 @@ void sl_env_set_restart_none(sl_env_t *env) {
 }
 
 int sl_env_restarts(const sl_env_t *env) { return env->restarts; }
+
+void sl_env_set_state_backend(sl_env_t *env, sl_state_backend_kind_t kind) {
+    if (kind != SL_STATE_BACKEND_HASHMAP && kind != SL_STATE_BACKEND_ROCKSDB) {
+        sl_env_errorf(env, "state.backend.type: unknown backend %d (hashmap or rocksdb)", (int)kind);
+        return;
+    }
+    env->backend = (int)kind;
+}
+
+void sl_env_set_rocksdb_options(sl_env_t *env, const char *local_dir, int64_t block_cache_bytes,
+                                int64_t write_buffer_bytes) {
+    if (block_cache_bytes < 0 || write_buffer_bytes < 0) {
+        sl_env_errorf(env, "state.backend.rocksdb: block cache (%lld) and write buffer (%lld) sizes must not be "
+                           "negative",
+                      (long long)block_cache_bytes, (long long)write_buffer_bytes);
+        return;
+    }
+    sl_free(env->rocksdb_dir);
+    env->rocksdb_dir = local_dir && *local_dir ? sl_strdup(local_dir) : NULL;
+    env->rocksdb_cache_bytes = block_cache_bytes;
+    env->rocksdb_write_buffer_bytes = write_buffer_bytes;
+}
+
+void sl_env_set_incremental_checkpoints(sl_env_t *env, bool enabled) { env->incremental = enabled; }
 
 void sl_env_set_unaligned_checkpoints(sl_env_t *env, bool enabled, int64_t aligned_timeout_ms) {
     if (aligned_timeout_ms < 0) {

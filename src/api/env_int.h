@@ -34,6 +34,11 @@ struct sl_env {
     int ckpt_retention; /* sl_checkpoint_retention_t */
     struct sl_ckpt_metadata *restore_md; /* sl_env_restore_from */
     char *restore_path; /* the restored chk-<n> directory */
+    /* state backend */
+    int backend;                  /* sl_state_backend_kind_t */
+    char *rocksdb_dir;
+    int64_t rocksdb_cache_bytes, rocksdb_write_buffer_bytes;
+    bool incremental;
     bool restart_set;             /* else: fixed-delay 3 x 1 s with checkpointing, none without */
     sl_restart_config_t restart;
     int restarts;
