@@ -411,7 +411,13 @@ typedef enum { SL_TIME_EVENT = 0, SL_TIME_PROCESSING = 1 } sl_time_domain_t;
  *
  * value: one byte string per key.  list: appendable list of byte strings.
  * map: user-key → value.  reducing / aggregating: a fixed-size accumulator
- * of acc_size bytes folded by the given function. */
+ * of acc_size bytes folded by the given function.
+ *
+ * Pointers that reads return (sl_value_get, sl_map_get, sl_fold_get) and
+ * that foreach callbacks receive stay valid until the next call on the same
+ * state (for any key) and never beyond the current process / on_timer
+ * call: copy what you keep.  A foreach callback must not call functions of
+ * the state it iterates. */
 typedef void (*sl_reduce_bytes_fn)(void *ctx, void *acc, const void *value);
 SL_API sl_state_t *sl_state_value(sl_rt_t *rt, const char *name);
 SL_API sl_state_t *sl_state_list(sl_rt_t *rt, const char *name);
@@ -421,6 +427,58 @@ SL_API sl_state_t *sl_state_reducing(sl_rt_t *rt, const char *name, uint32_t siz
 SL_API sl_state_t *sl_state_aggregating(sl_rt_t *rt, const char *name, uint32_t acc_size,
                                         void (*init)(void *ctx, void *acc),
                                         sl_reduce_bytes_fn add, void *ctx);
+
+/* State time-to-live (Flink's StateTtlConfig; processing time).  A state
+ * declared with a TTL forgets each value, list element and map entry ttl_ms
+ * after it was last written (OnCreateAndWrite) or last read or written
+ * (OnReadAndWrite): reads never see it again — get returns NULL, foreach
+ * skips it, a reducing/aggregating state starts a new accumulator — and it
+ * is removed from the state
+ *   - when a read meets it;
+ *   - by incremental cleanup (Flink's cleanupIncrementally): every access of
+ *     the state also examines cleanup_size more of its keys, and with
+ *     cleanup_every_record so does every record the operator processes; the
+ *     examination walks every key in turn, so the state of keys that never
+ *     come back goes away too (heap state backend);
+ *   - from checkpoints: what has expired when a checkpoint is taken is left
+ *     out of it (Flink's cleanupFullSnapshot; always on).
+ * Time is the job's processing time (sl_env_set_clock).  Timestamps are
+ * stored with the state, so state restored from a checkpoint expires when
+ * it would have without the restore.  Turning TTL on or off for a state
+ * that a checkpoint holds is not supported (as in Flink): declare it the
+ * same way again.
+ *
+ * Zero fields are Flink's defaults: sl_state_ttl(ms) is
+ * (sl_state_ttl_t){.ttl_ms = ms}; set other fields as needed. */
+typedef enum sl_ttl_update_type {
+    SL_TTL_UPDATE_ON_CREATE_AND_WRITE = 0, /* OnCreateAndWrite (default) */
+    SL_TTL_UPDATE_ON_READ_AND_WRITE = 1    /* OnReadAndWrite: a read refreshes what it returns */
+} sl_ttl_update_type_t;
+typedef enum sl_ttl_visibility {
+    SL_TTL_NEVER_RETURN_EXPIRED = 0,            /* NeverReturnExpired (default) */
+    SL_TTL_RETURN_EXPIRED_IF_NOT_CLEANED_UP = 1 /* a read returns an expired item not removed yet (once:
+                                                 * it is removed then) */
+} sl_ttl_visibility_t;
+typedef struct sl_state_ttl {
+    int64_t ttl_ms;                   /* > 0 */
+    sl_ttl_update_type_t update_type;
+    sl_ttl_visibility_t visibility;
+    int cleanup_size;                 /* keys examined per access: 0 = 5 (Flink's default), < 0 = none */
+    bool cleanup_every_record;        /* also cleanup_size keys per record the operator processes
+                                       * (Flink's runCleanupForEveryRecord) */
+} sl_state_ttl_t;
+SL_API sl_state_ttl_t sl_state_ttl(int64_t ttl_ms);
+/* The declarations above with a TTL.  A bad TTL (ttl_ms <= 0, an unknown
+ * enum value) or a name declared before with another kind or TTL fails the
+ * task (NULL). */
+SL_API sl_state_t *sl_state_value_ttl(sl_rt_t *rt, const char *name, sl_state_ttl_t ttl);
+SL_API sl_state_t *sl_state_list_ttl(sl_rt_t *rt, const char *name, sl_state_ttl_t ttl);
+SL_API sl_state_t *sl_state_map_ttl(sl_rt_t *rt, const char *name, sl_state_ttl_t ttl);
+SL_API sl_state_t *sl_state_reducing_ttl(sl_rt_t *rt, const char *name, uint32_t size, sl_reduce_bytes_fn fn,
+                                         void *ctx, sl_state_ttl_t ttl);
+SL_API sl_state_t *sl_state_aggregating_ttl(sl_rt_t *rt, const char *name, uint32_t acc_size,
+                                            void (*init)(void *ctx, void *acc), sl_reduce_bytes_fn add,
+                                            void *ctx, sl_state_ttl_t ttl);
 
 /* value */
 SL_API const void *sl_value_get(sl_state_t *st, uint32_t *len);          /* NULL: absent */

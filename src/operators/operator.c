@@ -9,12 +9,17 @@
 
 #include "common/common.h"
 #include "runtime/task.h"
+#include "state/ttl.h"
 
 static int64_t test_now;
 static _Thread_local char test_err[1024];
 
 void sl_op_test_set_now(int64_t now) { test_now = now; }
 const char *sl_op_test_last_error(void) { return test_err; }
+
+/* The keyed backend's TTL clock in a job: the job's processing time.  The
+ * task (not the operator) is the context: it outlives the backend's views. */
+static int64_t task_clock(void *task) { return sl_task_now(task); }
 
 void sl_op_base_init(sl_operator_t *op, const sl_operator_vt_t *vt, const sl_op_init_t *init) {
     op->vt = vt;
@@ -39,13 +44,17 @@ void sl_op_base_init(sl_operator_t *op, const sl_operator_vt_t *vt, const sl_op_
         op->kg_range = sl_kg_range_for(init->max_parallelism, init->parallelism, init->subtask);
         op->kb = sl_heap_backend_new(init->max_parallelism, op->kg_range);
         op->timers = sl_timer_service_new(init->max_parallelism, op->kg_range);
+        if (init->task) sl_kb_set_clock(op->kb, task_clock, init->task);
     }
 }
 
 void sl_op_base_free(sl_operator_t *op) {
     if (op->kb) op->kb->ops->destroy(op->kb);
     if (op->timers) sl_timer_service_destroy(op->timers);
-    for (int i = 0; i < op->nstates; i++) sl_free(op->states[i]);
+    for (int i = 0; i < op->nstates; i++) {
+        sl_ttl_state_free(op->states[i]->ttl);
+        sl_free(op->states[i]);
+    }
     sl_free(op->states);
     op->kb = NULL;
     op->timers = NULL;
@@ -141,7 +150,16 @@ int sl_op_set_key_from(sl_operator_t *op, int input, const sl_row_t *row) {
     uint32_t len;
     int rc = sl_key_extract(op->key[input], row, buf, &k, &len);
     if (rc < 0) return sl_op_fail(op, rc, "key selector failed (%s)", sl_strerror(rc));
-    return sl_kb_set_key(op->kb, k, len);
+    int kg = sl_kb_set_key(op->kb, k, len);
+    /* TTL cleanup for every record (cleanup_every_record): a step per state. */
+    int64_t now = INT64_MIN;
+    for (int i = 0; i < op->nstates; i++) {
+        sl_state_t *st = op->states[i];
+        if (SL_LIKELY(!st->ttl || !st->ttl->every_record)) continue;
+        if (now == INT64_MIN) now = sl_kb_now_ms(op->kb);
+        sl_ttl_on_record(op->kb, st->sid, st->ttl, now);
+    }
+    return kg;
 }
 
 int sl_tag_lookup(const sl_tag_table_t *t, const char *name) {
@@ -216,56 +234,132 @@ void sl_emit_side(sl_collector_t *c, const char *tag) {
 
 /* ---- keyed state for user functions ---- */
 
-static sl_state_t *new_state(sl_rt_t *rt, const char *name, sl_state_kind_t kind, int pub_kind) {
+_Static_assert(SL_TTL_UPDATE_ON_CREATE_AND_WRITE == 0 && SL_TTL_UPDATE_ON_READ_AND_WRITE == 1 &&
+                   SL_TTL_NEVER_RETURN_EXPIRED == 0 && SL_TTL_RETURN_EXPIRED_IF_NOT_CLEANED_UP == 1,
+               "the checks below rely on these values");
+
+/* Flink's default of cleanupIncrementally: entries examined per access. */
+#define SL_TTL_DEFAULT_CLEANUP_SIZE 5
+
+sl_state_ttl_t sl_state_ttl(int64_t ttl_ms) { return (sl_state_ttl_t){.ttl_ms = ttl_ms}; }
+
+static sl_state_t *new_state(sl_rt_t *rt, const char *name, sl_state_kind_t kind, int pub_kind,
+                             const sl_state_ttl_t *ttl) {
     sl_operator_t *op = rt->op;
+    const char *nm = name ? name : "(null)";
     if (!op->kb) {
-        sl_op_fail(op, SL_EINVAL, "keyed state '%s' used on a non-keyed stream", name);
+        sl_op_fail(op, SL_EINVAL, "keyed state '%s' used on a non-keyed stream", nm);
         return NULL;
     }
     sl_state_desc_t d = {.name = name, .kind = kind};
+    if (ttl) {
+        if (ttl->ttl_ms <= 0) {
+            sl_op_fail(op, SL_EINVAL, "state '%s': TTL of %lld ms (must be > 0)", nm, (long long)ttl->ttl_ms);
+            return NULL;
+        }
+        if ((unsigned)ttl->update_type > SL_TTL_UPDATE_ON_READ_AND_WRITE ||
+            (unsigned)ttl->visibility > SL_TTL_RETURN_EXPIRED_IF_NOT_CLEANED_UP) {
+            sl_op_fail(op, SL_EINVAL, "state '%s': unknown TTL update type (%d) or visibility (%d)", nm,
+                       (int)ttl->update_type, (int)ttl->visibility);
+            return NULL;
+        }
+        d.ttl_ms = ttl->ttl_ms;
+        d.ttl_update = ttl->update_type == SL_TTL_UPDATE_ON_READ_AND_WRITE ? SL_TTL_ON_READ_AND_WRITE
+                                                                           : SL_TTL_ON_CREATE_AND_WRITE;
+    }
     int sid = op->kb->ops->register_state(op->kb, &d);
     if (sid < 0) {
-        sl_op_fail(op, sid, "cannot register state '%s'", name);
+        sl_op_fail(op, sid, "cannot register state '%s' (a name is needed, and one declared again must keep its kind "
+                   "and TTL)", nm);
         return NULL;
     }
     sl_state_t *st = sl_calloc(1, sizeof *st);
     st->op = op;
     st->sid = sid;
     st->kind = pub_kind;
+    if (ttl)
+        st->ttl = sl_ttl_state_new(name, ttl->ttl_ms, d.ttl_update,
+                                   ttl->visibility == SL_TTL_RETURN_EXPIRED_IF_NOT_CLEANED_UP,
+                                   ttl->cleanup_size == 0 ? SL_TTL_DEFAULT_CLEANUP_SIZE : ttl->cleanup_size,
+                                   ttl->cleanup_every_record);
     op->states = sl_realloc(op->states, (size_t)(op->nstates + 1) * sizeof *op->states);
     op->states[op->nstates++] = st;
     return st;
 }
 
-sl_state_t *sl_state_value(sl_rt_t *rt, const char *name) { return new_state(rt, name, SL_STATE_VALUE, 0); }
-sl_state_t *sl_state_list(sl_rt_t *rt, const char *name) { return new_state(rt, name, SL_STATE_LIST, 1); }
-sl_state_t *sl_state_map(sl_rt_t *rt, const char *name) { return new_state(rt, name, SL_STATE_MAP, 2); }
-
-sl_state_t *sl_state_reducing(sl_rt_t *rt, const char *name, uint32_t size, sl_reduce_bytes_fn fn, void *ctx) {
-    sl_state_t *st = new_state(rt, name, SL_STATE_VALUE, 3);
+static sl_state_t *new_fold(sl_rt_t *rt, const char *name, int pub_kind, uint32_t size,
+                            void (*init)(void *ctx, void *acc), sl_reduce_bytes_fn fn, void *ctx,
+                            const sl_state_ttl_t *ttl) {
+    sl_state_t *st = new_state(rt, name, SL_STATE_VALUE, pub_kind, ttl);
     if (st) {
         st->size = size;
         st->fn = fn;
-        st->ctx = ctx;
-    }
-    return st;
-}
-
-sl_state_t *sl_state_aggregating(sl_rt_t *rt, const char *name, uint32_t acc_size,
-                                 void (*init)(void *ctx, void *acc), sl_reduce_bytes_fn add, void *ctx) {
-    sl_state_t *st = new_state(rt, name, SL_STATE_VALUE, 4);
-    if (st) {
-        st->size = acc_size;
-        st->fn = add;
         st->init = init;
         st->ctx = ctx;
     }
     return st;
 }
 
+sl_state_t *sl_state_value(sl_rt_t *rt, const char *name) { return new_state(rt, name, SL_STATE_VALUE, 0, NULL); }
+sl_state_t *sl_state_list(sl_rt_t *rt, const char *name) { return new_state(rt, name, SL_STATE_LIST, 1, NULL); }
+sl_state_t *sl_state_map(sl_rt_t *rt, const char *name) { return new_state(rt, name, SL_STATE_MAP, 2, NULL); }
+
+sl_state_t *sl_state_reducing(sl_rt_t *rt, const char *name, uint32_t size, sl_reduce_bytes_fn fn, void *ctx) {
+    return new_fold(rt, name, 3, size, NULL, fn, ctx, NULL);
+}
+
+sl_state_t *sl_state_aggregating(sl_rt_t *rt, const char *name, uint32_t acc_size,
+                                 void (*init)(void *ctx, void *acc), sl_reduce_bytes_fn add, void *ctx) {
+    return new_fold(rt, name, 4, acc_size, init, add, ctx, NULL);
+}
+
+sl_state_t *sl_state_value_ttl(sl_rt_t *rt, const char *name, sl_state_ttl_t ttl) {
+    return new_state(rt, name, SL_STATE_VALUE, 0, &ttl);
+}
+sl_state_t *sl_state_list_ttl(sl_rt_t *rt, const char *name, sl_state_ttl_t ttl) {
+    return new_state(rt, name, SL_STATE_LIST, 1, &ttl);
+}
+sl_state_t *sl_state_map_ttl(sl_rt_t *rt, const char *name, sl_state_ttl_t ttl) {
+    return new_state(rt, name, SL_STATE_MAP, 2, &ttl);
+}
+sl_state_t *sl_state_reducing_ttl(sl_rt_t *rt, const char *name, uint32_t size, sl_reduce_bytes_fn fn, void *ctx,
+                                  sl_state_ttl_t ttl) {
+    return new_fold(rt, name, 3, size, NULL, fn, ctx, &ttl);
+}
+sl_state_t *sl_state_aggregating_ttl(sl_rt_t *rt, const char *name, uint32_t acc_size,
+                                     void (*init)(void *ctx, void *acc), sl_reduce_bytes_fn add, void *ctx,
+                                     sl_state_ttl_t ttl) {
+    return new_fold(rt, name, 4, acc_size, init, add, ctx, &ttl);
+}
+
 #define KB(st) ((st)->op->kb)
 
+/* A TTL accessor failed (a stored item without its timestamp, or the
+ * backend): the task fails with the state's name. */
+static int ttl_fail(sl_state_t *st, int rc) {
+    if (rc == SL_EFORMAT)
+        return sl_op_fail(st->op, rc,
+                          "state '%s': a stored item is shorter than its TTL timestamp (was the state written "
+                          "without TTL?)",
+                          st->ttl->name);
+    return sl_op_fail(st->op, rc, "state '%s': %s", st->ttl->name, sl_strerror(rc));
+}
+
+static const void *ttl_value_get(sl_state_t *st, uint32_t *len) {
+    const void *v = NULL;
+    uint32_t l = 0;
+    int rc = sl_ttl_value_get(KB(st), st->sid, st->ttl, "", 0, &v, &l);
+    if (rc < 0) {
+        ttl_fail(st, rc);
+        v = NULL;
+        l = 0;
+    }
+    if (len) *len = l;
+    return v;
+}
+
 const void *sl_value_get(sl_state_t *st, uint32_t *len) {
+    if (st->ttl) return ttl_value_get(st, len);
     uint32_t l = 0;
     const void *v = KB(st)->ops->get(KB(st), st->sid, "", 0, &l);
     if (len) *len = l;
@@ -273,12 +367,19 @@ const void *sl_value_get(sl_state_t *st, uint32_t *len) {
 }
 
 int sl_value_put(sl_state_t *st, const void *v, uint32_t len) {
+    if (st->ttl) return sl_ttl_value_put(KB(st), st->sid, st->ttl, "", 0, v, len);
     return KB(st)->ops->put(KB(st), st->sid, "", 0, v, len);
 }
 
-void sl_state_clear(sl_state_t *st) { KB(st)->ops->remove(KB(st), st->sid, "", 0); }
+void sl_state_clear(sl_state_t *st) {
+    if (st->ttl)
+        sl_ttl_remove(KB(st), st->sid, st->ttl, "", 0);
+    else
+        KB(st)->ops->remove(KB(st), st->sid, "", 0);
+}
 
 int sl_list_add(sl_state_t *st, const void *v, uint32_t len) {
+    if (st->ttl) return sl_ttl_list_add(KB(st), st->sid, st->ttl, "", 0, v, len);
     return KB(st)->ops->list_add(KB(st), st->sid, "", 0, v, len);
 }
 
@@ -295,18 +396,35 @@ static int list_cb(void *c, const void *v, uint32_t len) {
 
 int sl_list_foreach(sl_state_t *st, void (*fn)(void *c, const void *v, uint32_t len), void *c) {
     list_visit_t lv = {fn, c};
+    if (st->ttl) {
+        int rc = sl_ttl_list_foreach(KB(st), st->sid, st->ttl, "", 0, list_cb, &lv);
+        return rc < 0 ? ttl_fail(st, rc) : rc;
+    }
     return KB(st)->ops->list_foreach(KB(st), st->sid, "", 0, list_cb, &lv);
 }
 
 const void *sl_map_get(sl_state_t *st, const void *k, uint32_t klen, uint32_t *vlen) {
+    if (st->ttl) {
+        const void *v = NULL;
+        uint32_t l = 0;
+        int rc = sl_ttl_map_get(KB(st), st->sid, st->ttl, "", 0, k, klen, &v, &l);
+        if (rc < 0) {
+            ttl_fail(st, rc);
+            return NULL;
+        }
+        if (vlen) *vlen = l;
+        return v;
+    }
     return KB(st)->ops->map_get(KB(st), st->sid, "", 0, k, klen, vlen);
 }
 
 int sl_map_put(sl_state_t *st, const void *k, uint32_t klen, const void *v, uint32_t vlen) {
+    if (st->ttl) return sl_ttl_map_put(KB(st), st->sid, st->ttl, "", 0, k, klen, v, vlen);
     return KB(st)->ops->map_put(KB(st), st->sid, "", 0, k, klen, v, vlen);
 }
 
 int sl_map_remove(sl_state_t *st, const void *k, uint32_t klen) {
+    if (st->ttl) return sl_ttl_map_remove(KB(st), st->sid, st->ttl, "", 0, k, klen);
     return KB(st)->ops->map_remove(KB(st), st->sid, "", 0, k, klen);
 }
 
@@ -324,11 +442,20 @@ static int map_cb(void *c, const void *k, uint32_t kl, const void *v, uint32_t v
 int sl_map_foreach(sl_state_t *st, void (*fn)(void *c, const void *k, uint32_t kl, const void *v, uint32_t vl),
                    void *c) {
     map_visit_t mv = {fn, c};
+    if (st->ttl) {
+        int rc = sl_ttl_map_foreach(KB(st), st->sid, st->ttl, "", 0, fn ? map_cb : NULL, &mv);
+        return rc < 0 ? ttl_fail(st, rc) : rc;
+    }
     return KB(st)->ops->map_foreach(KB(st), st->sid, "", 0, map_cb, &mv);
 }
 
 int sl_fold_add(sl_state_t *st, const void *value) {
     if (st->kind != 3 && st->kind != 4) return SL_EINVAL;
+    if (st->ttl) {
+        int rc = sl_ttl_fold(KB(st), st->sid, st->ttl, "", 0, st->size, st->kind == 3, st->kind == 4 ? st->init : NULL,
+                             st->fn, st->ctx, value);
+        return rc < 0 ? ttl_fail(st, rc) : rc;
+    }
     bool created = false;
     void *acc = KB(st)->ops->get_mut(KB(st), st->sid, "", 0, st->size, &created);
     if (!acc) return SL_ESTATE;
@@ -346,6 +473,7 @@ int sl_fold_add(sl_state_t *st, const void *value) {
 
 const void *sl_fold_get(sl_state_t *st) {
     uint32_t len;
+    if (st->ttl) return ttl_value_get(st, &len);
     return KB(st)->ops->get(KB(st), st->sid, "", 0, &len);
 }
 

@@ -235,6 +235,7 @@ struct sl_state {
     sl_reduce_bytes_fn fn;
     void (*init)(void *ctx, void *acc);
     void *ctx;
+    struct sl_ttl_state *ttl; /* time-to-live (state/ttl.h); NULL: none */
 };
 
 #endif

@@ -97,6 +97,27 @@
  * refs == 1 with acquire order, which pairs with the release order of the
  * snapshot's decrement — so snapshot_write on another thread never races
  * with the task.
+ *
+ * TTL (state_backend.h, ttl.h).  A state registered with ttl_ms > 0 holds
+ * a timestamp in front of every value, list element and map value; the
+ * accessor layer (ttl.c) writes and checks it.  Here:
+ *   snapshot()        captures the clock (sl_kb_now_ms) once;
+ *   snapshot_write    leaves out what had expired at that time (Flink's
+ *                     full-snapshot cleanup): expired values, list elements
+ *                     and map entries, and entries with nothing left;
+ *   incremental       sl_heap_backend_ttl_cleanup examines a few entries a
+ *                     call from a cursor per state (key group, cell) that
+ *                     walks every key group in turn, so expired state goes
+ *                     away without anyone touching its key again; a removal
+ *                     unshares a table held by a snapshot like any write.
+ *                     Each round of the cursor also finds the state's least
+ *                     timestamp (its floor): until the floor expires no call
+ *                     scans anything, so a state whose keys are all fresh
+ *                     pays one comparison per access;
+ *   restore           keeps the timestamps (they are part of the bytes).  A
+ *                     state a restore registers on the fly has no TTL until
+ *                     it is declared (register_state), which sets it.
+ * The TTL and the cursor live in hb->ttl[sid], off the hot path.
  */
 #include <assert.h>
 #include <stdatomic.h>
@@ -105,6 +126,7 @@
 
 #include "common/common.h"
 #include "state/state_backend.h"
+#include "state/ttl.h"
 
 /* ------------------------------------------------------------------ */
 /* cells                                                               */
@@ -397,9 +419,25 @@ typedef struct hb_state {
 
 _Static_assert(sizeof(hb_state_t) == 32, "states are indexed on every call");
 
+/* TTL of a state and the cursor of its incremental cleanup; kept apart
+ * from hb_state_t, which the hot path indexes. */
+typedef struct hb_ttl {
+    int64_t ttl_ms;       /* 0: no TTL */
+    sl_ttl_update_t update;
+    bool restored;        /* registered on the fly by a restore, not declared yet: the next
+                           * register_state of its name sets the TTL */
+    int cur_kg;           /* cleanup cursor: key group index, */
+    uint32_t cur_cell;    /* and cell in its table */
+    int64_t sweep_start;  /* time the cursor last started at key group 0 (INT64_MIN: not yet) */
+    int64_t sweep_min;    /* least timestamp the cursor met since then */
+    int64_t floor;        /* least timestamp of the state when the cursor last came round (INT64_MIN:
+                           * unknown): while floor + ttl > now nothing can have expired */
+} hb_ttl_t;
+
 typedef struct hb_backend {
     sl_keyed_backend_t base; /* first: the ops receive &base */
     hb_state_t *states;
+    hb_ttl_t *ttl;           /* [capstates], parallel to states */
     int nstates, capstates;
     int nkg;
     sl_heap_cow_stats_t stats;
@@ -531,21 +569,47 @@ static inline hb_shell_t *hb_unshare_cur(sl_keyed_backend_t *b, hb_state_t *st) 
     return hb_unshare((hb_backend_t *)b, st, b->kg - b->range.start);
 }
 
-static int hb_register_state(sl_keyed_backend_t *b, const sl_state_desc_t *d) {
-    hb_backend_t *hb = (hb_backend_t *)b;
-    if (!d || !d->name || !d->name[0] || (int)d->kind < SL_STATE_VALUE || d->kind > SL_STATE_MAP) return SL_EINVAL;
+static int hb_find_state(const hb_backend_t *hb, const char *name, size_t namelen) {
     for (int i = 0; i < hb->nstates; i++)
-        if (strcmp(hb->states[i].name, d->name) == 0) return hb->states[i].kind == d->kind ? i : SL_EINVAL;
+        if (strlen(hb->states[i].name) == namelen && memcmp(hb->states[i].name, name, namelen) == 0) return i;
+    return -1;
+}
+
+static int hb_add_state(hb_backend_t *hb, const char *name, size_t namelen, sl_state_kind_t kind, int64_t ttl_ms,
+                        sl_ttl_update_t update, bool restored) {
     if (hb->nstates == hb->capstates) {
         hb->capstates = hb->capstates ? hb->capstates * 2 : 4;
         hb->states = sl_realloc(hb->states, (size_t)hb->capstates * sizeof *hb->states);
+        hb->ttl = sl_realloc(hb->ttl, (size_t)hb->capstates * sizeof *hb->ttl);
     }
     hb_state_t *st = &hb->states[hb->nstates];
-    st->name = sl_strdup(d->name);
-    st->kind = d->kind;
+    st->name = sl_strndup(name, namelen);
+    st->kind = kind;
     st->count = 0;
     st->tabs = sl_calloc((size_t)hb->nkg, sizeof *st->tabs + sizeof(hb_shell_t *)); /* tables, then shells */
+    hb->ttl[hb->nstates] = (hb_ttl_t){.ttl_ms = ttl_ms, .update = update, .restored = restored,
+                                      .sweep_start = INT64_MIN, .sweep_min = INT64_MAX, .floor = INT64_MIN};
     return hb->nstates++;
+}
+
+/* A name registered again: the same id when kind and TTL agree (a state
+ * that a restore registered on the fly takes the TTL it is declared with). */
+static int hb_register_state(sl_keyed_backend_t *b, const sl_state_desc_t *d) {
+    hb_backend_t *hb = (hb_backend_t *)b;
+    if (!d || !d->name || !d->name[0] || (int)d->kind < SL_STATE_VALUE || d->kind > SL_STATE_MAP || d->ttl_ms < 0 ||
+        (int)d->ttl_update < SL_TTL_ON_CREATE_AND_WRITE || d->ttl_update > SL_TTL_ON_READ_AND_WRITE)
+        return SL_EINVAL;
+    sl_ttl_update_t update = d->ttl_ms > 0 ? d->ttl_update : SL_TTL_ON_CREATE_AND_WRITE;
+    int i = hb_find_state(hb, d->name, strlen(d->name));
+    if (i < 0) return hb_add_state(hb, d->name, strlen(d->name), d->kind, d->ttl_ms, update, false);
+    if (hb->states[i].kind != d->kind) return SL_EINVAL;
+    hb_ttl_t *tt = &hb->ttl[i];
+    if (tt->restored) {
+        tt->ttl_ms = d->ttl_ms;
+        tt->update = update;
+        tt->restored = false;
+    }
+    return tt->ttl_ms == d->ttl_ms && tt->update == update ? i : SL_EINVAL;
 }
 
 /* ---- VALUE ---- */
@@ -899,6 +963,7 @@ static void hb_destroy(sl_keyed_backend_t *b) {
         sl_free(st->name);
     }
     sl_free(hb->states);
+    sl_free(hb->ttl);
     sl_kb_base_free(b);
     sl_free(hb);
 }
@@ -921,12 +986,14 @@ static void hb_prefetch(sl_keyed_backend_t *b, int sid, int kg, uint64_t keyhash
 typedef struct hb_snap_state {
     char *name;
     sl_state_kind_t kind;
+    int64_t ttl_ms;      /* > 0: items expired at the snapshot's time are left out */
     hb_shell_t **shells; /* [nkg]; NULL where the key group had no entry */
 } hb_snap_state_t;
 
 typedef struct hb_snap {
     sl_kb_snapshot_t base; /* first */
     int nkg, nstates;
+    int64_t now;             /* the backend's clock at snapshot(), for TTL states */
     hb_snap_state_t *states; /* in bytewise order of name (the format's order) */
 } hb_snap_t;
 
@@ -947,11 +1014,14 @@ static int hb_snapshot(sl_keyed_backend_t *b, sl_kb_snapshot_t **out) {
     sn->nkg = hb->nkg;
     sn->nstates = hb->nstates;
     sn->states = sl_calloc((size_t)SL_MAX(hb->nstates, 1), sizeof *sn->states);
+    bool ttl = false;
     for (int i = 0; i < hb->nstates; i++) {
         hb_state_t *st = &hb->states[i];
         hb_snap_state_t *ss = &sn->states[i];
         ss->name = sl_strdup(st->name);
         ss->kind = st->kind;
+        ss->ttl_ms = hb->ttl[i].ttl_ms;
+        ttl = ttl || ss->ttl_ms > 0;
         ss->shells = sl_calloc((size_t)hb->nkg, sizeof *ss->shells);
         for (int g = 0; g < hb->nkg; g++) {
             hb_tab_t *t = &st->tabs[g];
@@ -973,6 +1043,8 @@ static int hb_snapshot(sl_keyed_backend_t *b, sl_kb_snapshot_t **out) {
         }
         hb->stats.sync_tables += (uint64_t)hb->nkg;
     }
+    /* Full-snapshot cleanup: what has expired by now stays out of the snapshot. */
+    if (ttl) sn->now = sl_kb_now_ms(b);
     qsort(sn->states, (size_t)sn->nstates, sizeof *sn->states, hb_snap_state_cmp);
     hb->stats.snapshots++;
     *out = &sn->base;
@@ -1061,6 +1133,47 @@ static uint32_t hb_sorted_cells(const hb_tab_t *t, hb_sorter_t *so) {
     return n;
 }
 
+/* ---- TTL: what a snapshot keeps ---- */
+
+/* An item (value, list element, map value) of a state with this TTL (0:
+ * none) is kept when it has not expired at now. */
+static inline bool hb_keep(const void *p, uint32_t len, int64_t ttl_ms, int64_t now) {
+    return ttl_ms <= 0 || !sl_ttl_item_expired(p, len, ttl_ms, now);
+}
+
+/* Elements of the list value [val, val + vlen) that are kept. */
+static uint32_t hb_list_kept(const uint8_t *val, uint32_t vlen, int64_t ttl_ms, int64_t now) {
+    uint32_t n = 0;
+    for (const uint8_t *p = val, *end = val + vlen; p < end; p += hb_elem_size(sl_ld32(p)))
+        n += hb_keep(p + HB_ELEM_HDR, sl_ld32(p), ttl_ms, now);
+    return n;
+}
+
+/* Keeps in refs[0..n) the cells (of a state of this kind, or a map's
+ * inner cells: VALUE) with something kept; returns how many. */
+static uint32_t hb_filter_kept(hb_sref_t *refs, uint32_t n, sl_state_kind_t kind, int64_t ttl_ms, int64_t now) {
+    if (ttl_ms <= 0) return n;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        hb_cell_t *c = refs[i].c;
+        bool keep = false;
+        switch (kind) {
+        case SL_STATE_VALUE: keep = hb_keep(hb_cval(c), c->vlen, ttl_ms, now); break;
+        case SL_STATE_LIST: keep = hb_list_kept(hb_cval(c), c->vlen, ttl_ms, now) > 0; break;
+        case SL_STATE_MAP: {
+            const hb_tab_t *in = hb_inner(c);
+            for (uint32_t j = 0; !keep && in->cells && j <= in->mask; j++) {
+                hb_cell_t *ic = hb_cell(in, j);
+                keep = ic->klen1 && hb_keep(hb_cval(ic), ic->vlen, ttl_ms, now);
+            }
+            break;
+        }
+        }
+        if (keep) refs[k++] = refs[i];
+    }
+    return k;
+}
+
 /* The asynchronous phase: reads only storage that shells keep immutable. */
 static int hb_snapshot_write(const sl_kb_snapshot_t *s, int kg, sl_buf_t *out) {
     const hb_snap_t *sn = (const hb_snap_t *)s;
@@ -1077,7 +1190,9 @@ static int hb_snapshot_write(const sl_kb_snapshot_t *s, int kg, sl_buf_t *out) {
             sl_kbf_varint(out, 0);
             continue;
         }
-        uint32_t n = hb_sorted_cells(&sh->tab, &cells);
+        int64_t ttl = ss->ttl_ms, now = sn->now;
+        uint32_t n = hb_sorted_cells(&sh->tab, &cells); /* (may move cells.v) */
+        n = hb_filter_kept(cells.v, n, ss->kind, ttl, now);
         sl_kbf_varint(out, n);
         for (uint32_t e = 0; e < n; e++) {
             hb_cell_t *c = cells.v[e].c;
@@ -1087,15 +1202,14 @@ static int hb_snapshot_write(const sl_kb_snapshot_t *s, int kg, sl_buf_t *out) {
             switch (ss->kind) {
             case SL_STATE_VALUE: sl_kbf_bytes(out, val, c->vlen); break;
             case SL_STATE_LIST: {
-                uint32_t ne = 0;
-                for (const uint8_t *p = val, *end = val + c->vlen; p < end; p += hb_elem_size(sl_ld32(p))) ne++;
-                sl_kbf_varint(out, ne);
+                sl_kbf_varint(out, hb_list_kept(val, c->vlen, ttl, now));
                 for (const uint8_t *p = val, *end = val + c->vlen; p < end; p += hb_elem_size(sl_ld32(p)))
-                    sl_kbf_bytes(out, p + HB_ELEM_HDR, sl_ld32(p));
+                    if (hb_keep(p + HB_ELEM_HDR, sl_ld32(p), ttl, now)) sl_kbf_bytes(out, p + HB_ELEM_HDR, sl_ld32(p));
                 break;
             }
             case SL_STATE_MAP: {
                 uint32_t m = hb_sorted_cells(hb_inner(c), &inner);
+                m = hb_filter_kept(inner.v, m, SL_STATE_VALUE, ttl, now);
                 sl_kbf_varint(out, m);
                 for (uint32_t j = 0; j < m; j++) {
                     hb_cell_t *ic = inner.v[j].c;
@@ -1160,11 +1274,17 @@ static int hb_rs_state(void *ctx, const char *name, uint32_t namelen, sl_state_k
         }
         return SL_OK;
     }
-    char *nm = sl_strndup(name, namelen);
-    sl_state_desc_t d = {.name = nm, .kind = kind};
-    r->sid = hb_register_state(r->b, &d); /* checked: a new state, or the same kind */
-    sl_free(nm);
-    assert(r->sid >= 0);
+    /* Checked: a new state, or one of the same kind (whose TTL, if declared, stays). */
+    r->sid = hb_find_state(hb, name, namelen);
+    if (r->sid < 0) r->sid = hb_add_state(hb, name, namelen, kind, 0, SL_TTL_ON_CREATE_AND_WRITE, true);
+    assert(hb->states[r->sid].kind == kind);
+    /* Restored timestamps may be older than any the cleanup has met: it
+     * starts a new round from key group 0, which sets the floor again. */
+    hb_ttl_t *tt = &hb->ttl[r->sid];
+    tt->floor = tt->sweep_start = INT64_MIN;
+    tt->sweep_min = INT64_MAX;
+    tt->cur_kg = 0;
+    tt->cur_cell = 0;
     r->kind = kind;
     r->name = hb->states[r->sid].name;
     SL_UNUSED(nentries);
@@ -1291,6 +1411,154 @@ static int hb_restore(sl_keyed_backend_t *b, int kg, const uint8_t *data, size_t
     }
     sl_free(key);
     return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* TTL: incremental cleanup                                            */
+
+/* The least timestamp in cell c of a TTL state (its value, list elements
+ * or map values); INT64_MAX when it holds none (items too short to carry
+ * one never expire). */
+static inline int64_t hb_item_ts(const uint8_t *p, uint32_t len) {
+    return len >= SL_TTL_TS_BYTES ? sl_ttl_ts(p) : INT64_MAX;
+}
+static int64_t hb_cell_min_ts(hb_cell_t *c, sl_state_kind_t kind) {
+    int64_t m = INT64_MAX;
+    switch (kind) {
+    case SL_STATE_VALUE: return hb_item_ts(hb_cval(c), c->vlen);
+    case SL_STATE_LIST:
+        for (const uint8_t *p = hb_cval(c), *end = p + c->vlen; p < end; p += hb_elem_size(sl_ld32(p)))
+            m = SL_MIN(m, hb_item_ts(p + HB_ELEM_HDR, sl_ld32(p)));
+        return m;
+    case SL_STATE_MAP: {
+        const hb_tab_t *in = hb_inner(c);
+        for (uint32_t j = 0; in->cells && j <= in->mask; j++) {
+            hb_cell_t *ic = hb_cell(in, j);
+            if (ic->klen1) m = SL_MIN(m, hb_item_ts(hb_cval(ic), ic->vlen));
+        }
+        return m;
+    }
+    }
+    return m;
+}
+
+/* Removes what has expired in cell c of st's table t (private: not shared
+ * with a snapshot).  Returns the items removed; *gone when the entry went
+ * too (its cell now holds another entry or none). */
+static int hb_cell_expire(hb_tab_t *t, hb_cell_t *c, hb_state_t *st, int64_t ttl_ms, int64_t now, bool *gone) {
+    int removed = 0;
+    *gone = false;
+    switch (st->kind) {
+    case SL_STATE_VALUE: removed = 1; break;
+    case SL_STATE_LIST: {
+        /* Compact the kept elements to the front, in order. */
+        uint8_t *val = hb_cval(c), *w = val;
+        for (uint8_t *p = val, *end = val + c->vlen; p < end;) {
+            size_t sz = hb_elem_size(sl_ld32(p));
+            if (hb_keep(p + HB_ELEM_HDR, sl_ld32(p), ttl_ms, now)) {
+                if (w != p) memmove(w, p, sz);
+                w += sz;
+            } else {
+                removed++;
+            }
+            p += sz;
+        }
+        c->vlen = (uint32_t)(w - val);
+        if (c->vlen) return removed;
+        break;
+    }
+    case SL_STATE_MAP: {
+        hb_tab_t *in = hb_inner(c);
+        for (uint32_t j = 0; in->cells && j <= in->mask;) {
+            hb_cell_t *ic = hb_cell(in, j);
+            if (ic->klen1 && !hb_keep(hb_cval(ic), ic->vlen, ttl_ms, now)) {
+                hb_tab_remove_at(in, ic, SL_STATE_VALUE); /* another entry may shift into j: look again */
+                removed++;
+            } else {
+                j++;
+            }
+        }
+        if (in->n) return removed;
+        break;
+    }
+    }
+    hb_tab_remove_at(t, c, st->kind);
+    st->count--;
+    *gone = true;
+    return removed;
+}
+
+int sl_heap_backend_ttl_cleanup(sl_keyed_backend_t *b, int sid, int max_entries, int64_t now) {
+    if (!b || b->ops != &hb_ops) return SL_EINVAL;
+    hb_backend_t *hb = (hb_backend_t *)b;
+    if ((unsigned)sid >= (unsigned)hb->nstates) return SL_EINVAL;
+    hb_state_t *st = &hb->states[sid];
+    hb_ttl_t *tt = &hb->ttl[sid];
+    const int64_t ttl = tt->ttl_ms;
+    if (ttl <= 0 || max_entries <= 0 || st->count == 0) return 0;
+    /* The floor: the least timestamp the cursor met on its last round, or
+     * that round's start time if less (what was written during the round
+     * is at least that).  Nothing older is left and new items carry the
+     * current time, so until the floor expires there is nothing to find.
+     * Cleanup may come later than it could (an entry that moved behind the
+     * cursor, e.g. when its table doubled, is met on the next round; a
+     * clock that goes back delays it by as much); a read never returns
+     * anything expired whatever the cleanup did. */
+    if (tt->floor != INT64_MIN && !sl_ttl_expired(tt->floor, ttl, now)) return 0;
+    if (tt->sweep_start == INT64_MIN) tt->sweep_start = now;
+    max_entries = SL_MIN(max_entries, 1 << 24);
+    const sl_state_kind_t kind = st->kind;
+    int entries = 0, work = 0, removed = 0, budget = 8 * max_entries;
+    int kg = tt->cur_kg;
+    uint32_t cell = tt->cur_cell;
+    int64_t smin = tt->sweep_min;
+    while (entries < max_entries && work < budget) {
+        if (kg >= hb->nkg) { /* came round: (nearly) every entry was met since the last time */
+            tt->floor = SL_MIN(smin, tt->sweep_start);
+            tt->sweep_start = now;
+            smin = INT64_MAX;
+            kg = 0;
+            cell = 0;
+        }
+        hb_tab_t *t = &st->tabs[kg];
+        if (!t->cells || cell > t->mask) { /* this key group is done: the next */
+            kg++;
+            cell = 0;
+            work++;
+            continue;
+        }
+        /* Scan this table from the cursor (locals: the loop is the cost). */
+        const uint8_t *base = t->cells;
+        const uint32_t end = t->mask + 1, stride = t->stride;
+        hb_cell_t *c = NULL;
+        for (; cell < end && entries < max_entries && work < budget; cell++) {
+            work++;
+            hb_cell_t *x = (hb_cell_t *)(void *)(base + (size_t)cell * stride);
+            if (!x->klen1) continue;
+            entries++;
+            int64_t m = hb_cell_min_ts(x, kind);
+            if (SL_UNLIKELY(sl_ttl_expired(m, ttl, now))) {
+                c = x;
+                break;
+            }
+            smin = SL_MIN(smin, m);
+        }
+        if (!c) continue;
+        if (t->cow) { /* a removal is a write: a live snapshot keeps its view */
+            hb_shell_drop(hb_unshare(hb, st, kg));
+            c = hb_cell(t, cell); /* the copy has the same layout */
+        }
+        bool gone;
+        removed += hb_cell_expire(t, c, st, ttl, now, &gone);
+        if (!gone) { /* what is left of it has not expired */
+            smin = SL_MIN(smin, hb_cell_min_ts(c, kind));
+            cell++;
+        } /* else another entry may have shifted into this cell: look again */
+    }
+    tt->cur_kg = kg;
+    tt->cur_cell = cell;
+    tt->sweep_min = smin;
+    return removed;
 }
 
 void sl_heap_backend_cow_stats(const sl_keyed_backend_t *b, sl_heap_cow_stats_t *out) {
