@@ -466,7 +466,7 @@ TEST(format_round_trip) {
     sl_buf_t out = {0};
     sl_config_format(&c, &out);
     CHECK_CONTAINS((const char *)out.p, "execution.checkpointing.interval: 10 s  # from t.yaml:11\n");
-    CHECK_CONTAINS((const char *)out.p, "taskmanager.memory.segment-size: 64 kb  # from t.yaml:53\n");
+    CHECK_CONTAINS((const char *)out.p, "taskmanager.memory.segment-size: 64 kb  # from t.yaml:55\n");
     CHECK_CONTAINS((const char *)out.p, "jobmanager.rpc.address: \"a \\\"quoted\\\" name: # with\\ttab\\nnewline\"  # from -D\n");
     CHECK_EQ(load(&back, (const char *)out.p), 0);
     CHECK(sl_config_equal(&c, &back));
