@@ -4,7 +4,7 @@
  * each new one is exactly the previous plus one.  A user function fails
  * after N records and M completed checkpoints (N, M random per seed); the
  * job restarts from its latest checkpoint.  Aligned and unaligned
- * checkpoints, parallelism 1 and 4, a slow sink for backpressure (so
+ * checkpoints, parallelism 1 and 4, heap and RocksDB state, a slow sink for backpressure (so
  * unaligned checkpoints carry in-flight data).  Zero alerts, and the
  * exactly-once file sink holds every expected record exactly once.
  *
@@ -248,7 +248,7 @@ typedef struct outcome {
     bool ok;
 } outcome_t;
 
-static outcome_t run_case(int p, bool unaligned, int keys, int64_t per_key, int run) {
+static outcome_t run_case(int p, bool unaligned, int rocksdb, int keys, int64_t per_key, int run) {
     char out[1024], ck[1024];
     snprintf(out, sizeof out, "%s/seq-out-%d", sl_test_tmpdir(), run);
     snprintf(ck, sizeof ck, "%s/seq-ckpt-%d", sl_test_tmpdir(), run);
@@ -264,6 +264,13 @@ static outcome_t run_case(int p, bool unaligned, int keys, int64_t per_key, int 
     sl_env_set_parallelism(env, p);
     sl_env_enable_checkpointing(env, 20, SL_CHECKPOINT_EXACTLY_ONCE);
     if (unaligned) sl_env_set_unaligned_checkpoints(env, true, 0);
+    if (rocksdb) {
+        char rdb[1024];
+        snprintf(rdb, sizeof rdb, "%s/seq-rocksdb-%d", sl_test_tmpdir(), run);
+        sl_env_set_state_backend(env, SL_STATE_BACKEND_ROCKSDB);
+        sl_env_set_rocksdb_options(env, rdb, 16 << 20, 4 << 20);
+        if (rocksdb == 2) sl_env_set_incremental_checkpoints(env, true);
+    }
     sl_env_set_checkpoint_dir(env, ck);
     sl_env_set_checkpoint_retention(env, SL_CHECKPOINTS_RETAIN_ON_CANCELLATION);
     sl_env_set_restart_fixed_delay(env, 3, 10);
@@ -288,21 +295,23 @@ static outcome_t run_case(int p, bool unaligned, int keys, int64_t per_key, int 
     o.completed = sl_env_checkpoints_completed(env);
     sl_checkpoint_stat_t st[64];
     int ns = sl_env_checkpoint_stats(env, st, 64);
-    int64_t last = -1;
     for (int i = 0; i < ns; i++) {
         o.inflight_bytes += st[i].inflight_bytes;
         o.unaligned_ckpts += st[i].unaligned_tasks > 0;
-        if (st[i].completed && st[i].state_bytes > 0) last = st[i].id; /* not one only finished tasks made */
-    }
-    /* per-task figures of the last completed checkpoint: every task
-     * acknowledged; the checkers persisted their keyed state */
-    if (last > 0) {
+        if (!st[i].completed) continue;
+        /* per-task figures: every task is listed; those that acknowledged
+         * (finished ones do so implicitly, without figures) report them; the
+         * checkers persisted their keyed state */
         sl_checkpoint_task_stat_t ts[16];
-        o.ntask_stats = sl_env_checkpoint_task_stats(env, last, ts, 16);
-        for (int i = 0; i < o.ntask_stats; i++) {
-            o.task_acks += ts[i].acknowledged;
-            if (strstr(ts[i].task, "KeyedProcess") && ts[i].state_bytes > 0) o.checker_with_state++;
+        int nt = sl_env_checkpoint_task_stats(env, st[i].id, ts, 16);
+        int acks = 0, with_state = 0;
+        for (int k = 0; k < nt; k++) {
+            acks += ts[k].acknowledged;
+            if (strstr(ts[k].task, "KeyedProcess") && ts[k].state_bytes > 0) with_state++;
         }
+        o.ntask_stats = nt;
+        if (acks > o.task_acks) o.task_acks = acks;
+        if (with_state > o.checker_with_state) o.checker_with_state = with_state;
     }
     sl_env_destroy(env);
     o.alerts = atomic_load(&alerts);
@@ -318,15 +327,16 @@ static int seeds(void) {
 
 static int run_no;
 
-static void check_config(int p, bool unaligned) {
+static void check_config(int p, bool unaligned, int rocksdb) { /* rocksdb: 0 heap, 1 full, 2 incremental */
     int64_t inflight = 0, unaligned_ckpts = 0;
-    for (int i = 0; i < seeds(); i++) {
+    int n = rocksdb ? (seeds() + 1) / 2 : seeds(); /* RocksDB runs are slower: half the seeds */
+    for (int i = 0; i < n; i++) {
         rng = 0x9E3779B97F4A7C15ULL * (uint64_t)(run_no + 1);
-        outcome_t o = run_case(p, unaligned, 64, 2000, run_no++);
+        outcome_t o = run_case(p, unaligned, rocksdb, 64, 2000, run_no++);
         fprintf(stderr,
-                "  p=%d %s: failure after %lld records / %lld checkpoints; restarts %d, checkpoints %lld, "
+                "  p=%d %s %s: failure after %lld records / %lld checkpoints; restarts %d, checkpoints %lld, "
                 "committed %lld, duplicates %lld, missing %lld, alerts %lld, in-flight bytes %lld\n",
-                p, unaligned ? "unaligned" : "aligned", (long long)fail_after_records, (long long)fail_after_commits,
+                p, unaligned ? "unaligned" : "aligned", rocksdb == 2 ? "rocksdb-incremental" : rocksdb ? "rocksdb" : "heap", (long long)fail_after_records, (long long)fail_after_commits,
                 o.restarts, (long long)o.completed, (long long)o.total, (long long)o.dups, (long long)o.missing,
                 (long long)o.alerts, (long long)o.inflight_bytes);
         CHECK(o.ok);
@@ -346,15 +356,29 @@ static void check_config(int p, bool unaligned) {
     }
 }
 
-TEST(aligned_p1) { check_config(1, false); }
-TEST(aligned_p4) { check_config(4, false); }
-TEST(unaligned_p1) { check_config(1, true); }
-TEST(unaligned_p4) { check_config(4, true); }
+TEST(aligned_p1) { check_config(1, false, false); }
+TEST(aligned_p4) { check_config(4, false, false); }
+TEST(unaligned_p1) { check_config(1, true, false); }
+TEST(unaligned_p4) { check_config(4, true, false); }
+TEST(rocksdb_aligned_p1) { check_config(1, false, true); }
+TEST(rocksdb_aligned_p4) { check_config(4, false, true); }
+TEST(rocksdb_unaligned_p1) { check_config(1, true, true); }
+TEST(rocksdb_unaligned_p4) { check_config(4, true, true); }
+TEST(incremental_aligned_p1) { check_config(1, false, 2); }
+TEST(incremental_aligned_p4) { check_config(4, false, 2); }
+TEST(incremental_unaligned_p4) { check_config(4, true, 2); }
 
 int main(void) {
     RUN(aligned_p1);
     RUN(aligned_p4);
     RUN(unaligned_p1);
     RUN(unaligned_p4);
+    RUN(rocksdb_aligned_p1);
+    RUN(rocksdb_aligned_p4);
+    RUN(rocksdb_unaligned_p1);
+    RUN(rocksdb_unaligned_p4);
+    RUN(incremental_aligned_p1);
+    RUN(incremental_aligned_p4);
+    RUN(incremental_unaligned_p4);
     TEST_MAIN_END();
 }

@@ -80,6 +80,14 @@ typedef struct sl_op_init {
     const char *name;
     const char *uid;
     sl_task_t *task;
+    /* Makes a keyed operator's backend (NULL: the heap backend).  On
+     * failure it returns NULL with a message in err (backend_err): the
+     * operator gets a heap backend so that it can be destroyed, and its
+     * creator must fail with that message. */
+    sl_keyed_backend_t *(*make_backend)(void *ctx, const struct sl_op_init *init, sl_kg_range_t range, char *err,
+                                        size_t errlen);
+    void *make_backend_ctx;
+    char *backend_err;  /* where make_backend writes (cap 512), or NULL */
 } sl_op_init_t;
 
 typedef struct sl_operator_vt {

@@ -103,6 +103,7 @@ static sl_ckpt_task_snap_t *take_snapshot(sl_task_t *t, int64_t id, int64_t ts, 
     snap->timers = sl_calloc((size_t)t->nops, sizeof *snap->timers);
     snap->ranges = sl_calloc((size_t)t->nops, sizeof *snap->ranges);
     snap->times = sl_calloc((size_t)t->nops, sizeof *snap->times);
+    snap->native = sl_calloc((size_t)t->nops, sizeof *snap->native);
     for (int i = 0; i < t->nops && !t->failed; i++) {
         sl_operator_t *op = t->ops[i];
         sl_op_snapshot_time(op, &snap->times[i]);
@@ -112,7 +113,10 @@ static sl_ckpt_task_snap_t *take_snapshot(sl_task_t *t, int64_t id, int64_t ts, 
         }
         if (op->kb) { /* synchronous phase: copy-on-write views, O(key groups) */
             snap->ranges[i] = op->kg_range;
-            int rc = op->kb->ops->snapshot(op->kb, &snap->keyed[i]);
+            char nerr[600] = "";
+            int rc = sl_executor_native_snapshot(t->ex, t, i, &snap->native[i], nerr, sizeof nerr);
+            if (rc < 0 && !t->failed) sl_task_fail(t, rc, nerr);
+            if (rc == 0 && !snap->native[i]) rc = op->kb->ops->snapshot(op->kb, &snap->keyed[i]);
             if (rc == 0 && op->timers) rc = sl_timers_snapshot(op->timers, &snap->timers[i]);
             if (rc < 0 && !t->failed) sl_task_fail(t, rc, "keyed state snapshot failed");
         }
