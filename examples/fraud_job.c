@@ -135,6 +135,15 @@ int fraud_run(const fraud_opts_t *o, fraud_summary_t *sum, char *err, size_t err
             if (!st[i].completed) continue;
             sum->ckpt_last_ms = st[i].duration_ms;
             if (st[i].duration_ms > sum->ckpt_max_ms) sum->ckpt_max_ms = st[i].duration_ms;
+            sum->ckpt_last = st[i];
+        }
+        if (sum->ckpt_last.id > 0) {
+            int nt = sl_env_checkpoint_task_stats(env, sum->ckpt_last.id, sum->ckpt_tasks, 16);
+            sum->ckpt_ntasks = nt > 0 ? nt : 0;
+            for (int i = 0; i < sum->ckpt_ntasks; i++) { /* the names live in env */
+                snprintf(sum->ckpt_task_names[i], sizeof sum->ckpt_task_names[i], "%s", sum->ckpt_tasks[i].task);
+                sum->ckpt_tasks[i].task = sum->ckpt_task_names[i];
+            }
         }
         sum->ckpt_max_sync_us = sl_env_checkpoint_max_sync_us(env);
         sum->seconds = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;

@@ -37,6 +37,11 @@ typedef struct fraud_summary {
     int64_t skipped;
     int64_t checkpoints;
     int64_t ckpt_last_ms, ckpt_max_ms, ckpt_max_sync_us;
+    /* the last completed checkpoint, whole and per task */
+    sl_checkpoint_stat_t ckpt_last;
+    sl_checkpoint_task_stat_t ckpt_tasks[16];
+    char ckpt_task_names[16][96];
+    int ckpt_ntasks;
     double seconds;
 } fraud_summary_t;
 

@@ -220,4 +220,160 @@ static inline sl_row_t collected_row(const collected_t *c, int64_t i, const sl_s
     return r;
 }
 
+/* ---- transactional collecting sink: rows reach `out` only when the
+ * checkpoint that covers them completes (two-phase commit in memory); a
+ * restart drops what no completed checkpoint covers, so `out` holds what an
+ * exactly-once sink would show ---- */
+typedef struct txn_row {
+    uint8_t *row;
+    uint32_t len;
+    int64_t ts, ckpt;
+    int subtask;
+} txn_row_t;
+
+typedef struct txn_collected {
+    collected_t *out;
+    pthread_mutex_t mu;
+    txn_row_t *staged;  /* pre-committed, not yet committed */
+    int64_t nstaged, cap;
+    int64_t commits, recovered;
+} txn_collected_t;
+
+typedef struct txn_writer {
+    txn_collected_t *t;
+    int subtask;
+    txn_row_t *pending;
+    int64_t n, cap;
+} txn_writer_t;
+
+static void txn_push(txn_row_t **a, int64_t *n, int64_t *cap, txn_row_t r) {
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 64;
+        *a = realloc(*a, (size_t)*cap * sizeof **a);
+    }
+    (*a)[(*n)++] = r;
+}
+
+/* Moves a row into out (t->mu held). */
+static void txn_deliver(txn_collected_t *t, txn_row_t *r) {
+    collect_writer_t cw = {t->out, r->subtask};
+    sl_record_t rec;
+    memset(&rec, 0, sizeof rec);
+    rec.row.data = r->row;
+    rec.row.len = r->len;
+    rec.ts = r->ts;
+    collect_write(&cw, &rec, NULL, 0);
+    free(r->row);
+}
+
+/* Delivers the staged rows that pass keep(subtask, ckpt) and drops the rest
+ * when drop_others (t->mu held). */
+static void txn_settle(txn_collected_t *t, int subtask, int64_t upto, bool drop_others) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < t->nstaged; i++) {
+        txn_row_t *r = &t->staged[i];
+        if ((subtask < 0 || r->subtask == subtask) && r->ckpt <= upto)
+            txn_deliver(t, r);
+        else if (drop_others)
+            free(r->row);
+        else
+            t->staged[k++] = *r;
+    }
+    t->nstaged = k;
+}
+
+static int txn_open(void *ctx, int subtask, int p, const sl_schema_t *s, void **w, char *err, size_t el) {
+    txn_writer_t *tw = calloc(1, sizeof *tw);
+    tw->t = ctx;
+    tw->subtask = subtask;
+    *w = tw;
+    return 0;
+}
+
+static int txn_write(void *w, const sl_record_t *rec, char *err, size_t el) {
+    txn_writer_t *tw = w;
+    txn_row_t r = {malloc(rec->row.len ? rec->row.len : 1), rec->row.len, rec->ts, -1, tw->subtask};
+    memcpy(r.row, rec->row.data, rec->row.len);
+    txn_push(&tw->pending, &tw->n, &tw->cap, r);
+    return 0;
+}
+
+static int txn_pre_commit(void *w, int64_t id, char *err, size_t el) {
+    txn_writer_t *tw = w;
+    pthread_mutex_lock(&tw->t->mu);
+    for (int64_t i = 0; i < tw->n; i++) {
+        tw->pending[i].ckpt = id;
+        txn_push(&tw->t->staged, &tw->t->nstaged, &tw->t->cap, tw->pending[i]);
+    }
+    tw->n = 0;
+    pthread_mutex_unlock(&tw->t->mu);
+    return 0;
+}
+
+static int txn_commit(void *w, int64_t id, char *err, size_t el) {
+    txn_writer_t *tw = w;
+    pthread_mutex_lock(&tw->t->mu);
+    txn_settle(tw->t, tw->subtask, id, false);
+    tw->t->commits++;
+    pthread_mutex_unlock(&tw->t->mu);
+    return 0;
+}
+
+/* End of input: everything this subtask wrote is final. */
+static int txn_finish(void *w, char *err, size_t el) {
+    txn_writer_t *tw = w;
+    pthread_mutex_lock(&tw->t->mu);
+    txn_settle(tw->t, tw->subtask, INT64_MAX, false);
+    for (int64_t i = 0; i < tw->n; i++) txn_deliver(tw->t, &tw->pending[i]);
+    tw->n = 0;
+    tw->t->out->finished++;
+    pthread_mutex_unlock(&tw->t->mu);
+    return 0;
+}
+
+static void txn_close(void *w) { /* a failed attempt's open transaction is aborted */
+    txn_writer_t *tw = w;
+    for (int64_t i = 0; i < tw->n; i++) free(tw->pending[i].row);
+    free(tw->pending);
+    free(tw);
+}
+
+static int txn_recover(void *ctx, int64_t restored_id, char *err, size_t el) {
+    txn_collected_t *t = ctx;
+    pthread_mutex_lock(&t->mu);
+    txn_settle(t, -1, restored_id, true);
+    t->recovered++;
+    pthread_mutex_unlock(&t->mu);
+    return 0;
+}
+
+static const sl_sink_ops_t txn_collect_ops = {.name = "txn-collect",
+                                              .open = txn_open,
+                                              .write = txn_write,
+                                              .finish = txn_finish,
+                                              .close = txn_close,
+                                              .pre_commit = txn_pre_commit,
+                                              .commit = txn_commit,
+                                              .recover = txn_recover};
+
+static inline txn_collected_t *txn_collected_new(void) {
+    txn_collected_t *t = calloc(1, sizeof *t);
+    t->out = collected_new();
+    pthread_mutex_init(&t->mu, NULL);
+    return t;
+}
+
+static inline void txn_collected_free(txn_collected_t *t) {
+    for (int64_t i = 0; i < t->nstaged; i++) free(t->staged[i].row);
+    free(t->staged);
+    collected_free(t->out);
+    pthread_mutex_destroy(&t->mu);
+    free(t);
+}
+
+static inline sl_sink_t txn_collect_sink(txn_collected_t *t) {
+    sl_sink_t s = {&txn_collect_ops, t};
+    return s;
+}
+
 #endif

@@ -18,6 +18,7 @@
 #include "operators/operator.h"
 #include "pipeline_util.h"
 #include "runtime/barrier_handler.h"
+#include "runtime/channel.h"
 #include "test.h"
 
 #define MAX_CKPT 4096
@@ -329,6 +330,97 @@ TEST(handler_at_least_once) {
     sl_bh_free(&h);
 }
 
+TEST(handler_unaligned) {
+    sl_barrier_handler_t h;
+    sl_bh_init(&h, 3, SL_CKPT_EXACTLY_ONCE);
+    sl_bh_set_unaligned(&h, true, 0);
+    int64_t ab;
+    /* the first barrier snapshots at once; nothing is ever blocked */
+    CHECK_EQ(sl_bh_barrier_ts(&h, 1, 1, sl_wall_ms(), &ab), SL_BH_TRIGGER_UNALIGNED);
+    CHECK(!sl_bh_blocked(&h, 1));
+    CHECK(!sl_bh_capturing(&h, 1)); /* its barrier came: later data is after the checkpoint */
+    CHECK(sl_bh_capturing(&h, 0));
+    CHECK(sl_bh_capturing(&h, 2));
+    CHECK_EQ(sl_bh_barrier_ts(&h, 0, 1, sl_wall_ms(), &ab), SL_BH_NONE);
+    CHECK(!sl_bh_capturing(&h, 0));
+    CHECK(sl_bh_capturing(&h, 2));
+    CHECK_EQ(sl_bh_end(&h, 2), SL_BH_UNALIGNED_DONE); /* an end counts as its barrier */
+    sl_bh_release(&h);
+    CHECK(!sl_bh_capturing(&h, 2));
+    CHECK_EQ(h.unaligned_count, 1);
+    /* a newer barrier while capturing gives the older up */
+    CHECK_EQ(sl_bh_barrier_ts(&h, 0, 2, sl_wall_ms(), &ab), SL_BH_TRIGGER_UNALIGNED);
+    CHECK_EQ(sl_bh_barrier_ts(&h, 1, 3, sl_wall_ms(), &ab), SL_BH_TRIGGER_UNALIGNED);
+    CHECK_EQ(ab, 2);
+    CHECK(sl_bh_capturing(&h, 0));
+    CHECK_EQ(sl_bh_barrier_ts(&h, 0, 3, sl_wall_ms(), &ab), SL_BH_UNALIGNED_DONE); /* channel 2 ended */
+    sl_bh_free(&h);
+
+    /* aligned-checkpoint timeout: aligned first, unaligned once too old */
+    sl_bh_init(&h, 2, SL_CKPT_EXACTLY_ONCE);
+    sl_bh_set_unaligned(&h, true, 1000);
+    int64_t now = sl_wall_ms();
+    CHECK_EQ(sl_bh_barrier_ts(&h, 0, 1, now, &ab), SL_BH_NONE);
+    CHECK(sl_bh_blocked(&h, 0));
+    CHECK_EQ(sl_bh_timeout(&h, now + 999), SL_BH_NONE);
+    CHECK_EQ(sl_bh_timeout(&h, now + 1000), SL_BH_TRIGGER_UNALIGNED);
+    CHECK(!sl_bh_blocked(&h, 0)); /* released: its data is after the snapshot */
+    CHECK(sl_bh_capturing(&h, 1));
+    CHECK_EQ(sl_bh_barrier_ts(&h, 1, 1, now, &ab), SL_BH_UNALIGNED_DONE);
+    sl_bh_release(&h);
+    /* in time: stays aligned */
+    now = sl_wall_ms();
+    CHECK_EQ(sl_bh_barrier_ts(&h, 1, 2, now, &ab), SL_BH_NONE);
+    CHECK_EQ(sl_bh_barrier_ts(&h, 0, 2, now, &ab), SL_BH_TRIGGER);
+    /* a barrier that arrives already too old switches at once */
+    sl_bh_release(&h);
+    CHECK_EQ(sl_bh_barrier_ts(&h, 1, 3, now - 5000, &ab), SL_BH_TRIGGER_UNALIGNED);
+    sl_bh_free(&h);
+
+    /* at-least-once ignores the unaligned setting (as Flink) */
+    sl_bh_init(&h, 2, SL_CKPT_AT_LEAST_ONCE);
+    sl_bh_set_unaligned(&h, true, 0);
+    CHECK_EQ(sl_bh_barrier_ts(&h, 0, 1, sl_wall_ms(), &ab), SL_BH_NONE);
+    CHECK_EQ(sl_bh_barrier_ts(&h, 1, 1, sl_wall_ms(), &ab), SL_BH_TRIGGER);
+    sl_bh_free(&h);
+}
+
+/* A priority event overtakes the queued buffers, stays behind earlier
+ * priority events, captures what it overtook, and needs no credit. */
+TEST(channel_priority_event) {
+    sl_waker_t wk;
+    sl_waker_init(&wk);
+    sl_channel_t *ch = sl_channel_new(2, 64, &wk);
+    for (int i = 0; i < 2; i++) { /* both credits in flight: a normal send would block now */
+        sl_nbuf_t *b = sl_channel_acquire(ch, 8);
+        memset(b->data, 'a' + i, 8);
+        b->len = 8;
+        sl_channel_send(ch, b);
+    }
+    sl_buf_t cap = {0};
+    sl_channel_send_priority(ch, "B1", 2, &cap);
+    CHECK_EQ(cap.len, 16);
+    CHECK(memcmp(cap.p, "aaaaaaaabbbbbbbb", 16) == 0);
+    sl_channel_send_priority(ch, "B2", 2, NULL);
+    sl_nbuf_t *b = sl_channel_poll(ch);
+    CHECK(b && b->priority && b->len == 2 && memcmp(b->data, "B1", 2) == 0);
+    sl_channel_recycle(ch, b);
+    b = sl_channel_poll(ch);
+    CHECK(b && b->priority && memcmp(b->data, "B2", 2) == 0);
+    sl_channel_recycle(ch, b);
+    b = sl_channel_poll(ch);
+    CHECK(b && !b->priority && b->data[0] == 'a');
+    sl_channel_recycle(ch, b);
+    CHECK_EQ(sl_channel_in_flight(ch), 1);
+    b = sl_channel_poll(ch);
+    CHECK(b && b->data[0] == 'b');
+    sl_channel_recycle(ch, b);
+    CHECK(sl_channel_poll(ch) == NULL);
+    sl_buf_free(&cap);
+    sl_channel_destroy(ch);
+    sl_waker_destroy(&wk);
+}
+
 /* ---- the coordinator alone: timeout and tolerable failures ---- */
 
 static int64_t triggered, done, aborted_n;
@@ -382,6 +474,8 @@ TEST(coordinator_acks_and_timeouts) {
 int main(void) {
     RUN(handler_aligned);
     RUN(handler_at_least_once);
+    RUN(handler_unaligned);
+    RUN(channel_priority_event);
     RUN(coordinator_acks_and_timeouts);
     RUN(aligned_exactly_once);
     RUN(at_least_once_never_misses);

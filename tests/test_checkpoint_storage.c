@@ -898,6 +898,55 @@ static int check_state(sl_ckpt_storage_t *s, const sl_ckpt_metadata_t *md) {
     return 0;
 }
 
+/* A checkpoint that refers to the shared files names[0..n) (uploaded
+ * here when missing), as incremental checkpoints do. */
+static int commit_sharing(sl_ckpt_storage_t *s, int64_t id, const char *const *names, int n, bool complete) {
+    sl_ckpt_metadata_t *md = sl_ckpt_metadata_new(id, s->job_id, "test job", 16);
+    sl_ckpt_operator_t *op = sl_ckpt_metadata_add_operator(md, "rocks", 1, 1, 16);
+    int rc = s->ops->create_checkpoint(s, id, err, sizeof err);
+    for (int i = 0; i < n && rc == 0; i++) {
+        char loc[1024];
+        s->ops->location(s, id, SL_CKPT_SCOPE_SHARED, names[i], loc, sizeof loc);
+        sl_sf_info_t info;
+        memset(&info, 0, sizeof info);
+        info.kind = SL_SF_KIND_FOREIGN;
+        info.size = 3;
+        if (!exists(loc)) {
+            sl_ckpt_out_t *out;
+            if ((rc = s->ops->open_output(s, id, SL_CKPT_SCOPE_SHARED, names[i], &out, err, sizeof err))) break;
+            out->ops->write(out, "sst", 3, err, sizeof err);
+            rc = out->ops->finish(out, err, sizeof err);
+        }
+        sl_ckpt_subtask_add_file(&op->subtasks[0], SL_CKPT_SCOPE_SHARED, names[i], &info);
+    }
+    if (rc == 0 && complete) rc = s->ops->commit(s, md, err, sizeof err);
+    sl_ckpt_metadata_free(md);
+    return rc;
+}
+
+/* Retention deletes a shared file only when no retained checkpoint refers
+ * to it, and never one that only a pending checkpoint has uploaded. */
+TEST(retention_of_shared_files) {
+    sl_ckpt_storage_t *s;
+    const char *base = base_dir("store-shared");
+    CHECK_EQ(sl_ckpt_storage_fs_open(base, "job", &s, err, sizeof err), 0);
+    const char *c1[] = {"a.sst", "b.sst"}, *c2[] = {"b.sst", "c.sst"}, *c3[] = {"c.sst", "d.sst"};
+    int crc = commit_sharing(s, 1, c1, 2, true);
+    if (crc) fprintf(stderr, "  %s\n", err);
+    CHECK_EQ(crc, 0);
+    CHECK_EQ(commit_sharing(s, 2, c2, 2, true), 0);
+    CHECK_EQ(commit_sharing(s, 3, c3, 2, false), 0); /* pending: uploaded d.sst, no _metadata yet */
+    CHECK_EQ(sl_ckpt_storage_retain(s, 1, err, sizeof err), 0);
+    char p[1024];
+    const char *all[] = {"a.sst", "b.sst", "c.sst", "d.sst"};
+    bool want[] = {false, true, true, true};
+    for (int i = 0; i < 4; i++) {
+        snprintf(p, sizeof p, "%s/job/shared/%s", base, all[i]);
+        CHECK_EQ(exists(p), want[i]);
+    }
+    s->ops->destroy(s);
+}
+
 static int commit_one(sl_ckpt_storage_t *s, int64_t id) {
     sl_ckpt_metadata_t *md = write_checkpoint(s, id);
     int rc = s->ops->commit(s, md, err, sizeof err);
@@ -1110,10 +1159,11 @@ TEST(storage_retention) {
         snprintf(p, sizeof p, "%s/job/chk-%d", base, i);
         CHECK(exists(p));
     }
-    /* shared/ is never touched by retention. */
+    /* shared files of the discarded checkpoints went with them; those of
+     * the retained ones stay */
     for (int i = 1; i <= 7; i++) {
         snprintf(p, sizeof p, "%s/job/shared/shared-%d.sst", base, i);
-        CHECK(exists(p));
+        CHECK(exists(p) == (i >= 5));
     }
     /* The retained ones still load and their state reads. */
     for (int64_t i = 5; i <= 7; i++) {
@@ -1264,6 +1314,7 @@ int main(void) {
     RUN(storage_layout_and_round_trip);
     RUN(storage_commit_atomicity);
     RUN(storage_retention);
+    RUN(retention_of_shared_files);
     RUN(storage_corrupt_latest);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", sl_test_tmpdir());

@@ -30,6 +30,9 @@ static const char *ALL_FLAT =
     "execution.checkpointing.num-retained: 5\n"
     "execution.checkpointing.externalized-checkpoint-retention: RETAIN_ON_CANCELLATION\n"
     "state.backend.type: rocksdb\n"
+    "state.backend.rocksdb.localdir: /tmp/rdb\n"
+    "state.backend.rocksdb.block.cache-size: 256 mb\n"
+    "state.backend.rocksdb.writebuffer.size: 32 mb\n"
     "restart-strategy.type: exponential-delay\n"
     "restart-strategy.fixed-delay.attempts: 7\n"
     "restart-strategy.fixed-delay.delay: 3 s\n"
@@ -80,6 +83,11 @@ static const char *ALL_NESTED =
     "state:\n"
     "  backend:\n"
     "    type: RocksDB\n"
+    "    rocksdb:\n"
+    "      localdir: /tmp/rdb\n"
+    "      block:\n"
+    "        cache-size: 256mb\n"
+    "      writebuffer.size: 32 MB\n"
     "restart-strategy:\n"
     "  type: exponentialdelay\n"
     "  fixed-delay:\n"
@@ -133,7 +141,7 @@ static const char *ALL_MIXED =
     "    savepoint-dir: /tmp/sp\n"
     "    num-retained: 5\n"
     "    externalized-checkpoint-retention: RETAIN_ON_CANCELLATION\n"
-    "state.backend: {type: rocksdb}\n"
+    "state.backend: {type: rocksdb, rocksdb: {localdir: /tmp/rdb, block.cache-size: 256 mb, writebuffer: {size: 32 mb}}}\n"
     "restart-strategy: {type: exponential-delay, fixed-delay: {attempts: 7, delay: 3 s}}\n"
     "restart-strategy.exponential-delay:\n"
     "  initial-backoff: 10 s\n"
@@ -433,7 +441,7 @@ TEST(flat_nested_mixed_equal) {
         CHECK(cmt && cmt < eol); /* and says where it came from */
         CHECK(strncmp(in_flat + 1, line, strlen(line)) != 0);
     }
-    CHECK_EQ(keys, 39);
+    CHECK_EQ(keys, 42);
     sl_buf_free(&a);
     sl_buf_free(&b);
 
@@ -458,7 +466,7 @@ TEST(format_round_trip) {
     sl_buf_t out = {0};
     sl_config_format(&c, &out);
     CHECK_CONTAINS((const char *)out.p, "execution.checkpointing.interval: 10 s  # from t.yaml:11\n");
-    CHECK_CONTAINS((const char *)out.p, "taskmanager.memory.segment-size: 64 kb  # from t.yaml:50\n");
+    CHECK_CONTAINS((const char *)out.p, "taskmanager.memory.segment-size: 64 kb  # from t.yaml:55\n");
     CHECK_CONTAINS((const char *)out.p, "jobmanager.rpc.address: \"a \\\"quoted\\\" name: # with\\ttab\\nnewline\"  # from -D\n");
     CHECK_EQ(load(&back, (const char *)out.p), 0);
     CHECK(sl_config_equal(&c, &back));
@@ -794,7 +802,7 @@ TEST(validate_cross_key_rules) {
     CHECK_EQ(sl_config_validate(&c, ERR, sizeof ERR), SL_EINVAL);
     CHECK_CONTAINS(ERR, "EXACTLY_ONCE, but it is AT_LEAST_ONCE");
     CHECK_CONTAINS(ERR, "\n");
-    CHECK_CONTAINS(ERR, "-D: heartbeat.timeout 10 ms is less than heartbeat.interval 1 s (set at t.yaml:37)");
+    CHECK_CONTAINS(ERR, "-D: heartbeat.timeout 10 ms is less than heartbeat.interval 1 s (set at t.yaml:40)");
     sl_config_free(&c);
 }
 
@@ -808,7 +816,7 @@ TEST(help_lists_every_key) {
     CHECK_CONTAINS(t, "allowed: one of EXACTLY_ONCE, AT_LEAST_ONCE (any case)\n");
     int keys = 0;
     for (const char *p = t; (p = strstr(p, "\n    allowed: ")); p++) keys++;
-    CHECK_EQ(keys, 39);
+    CHECK_EQ(keys, 42);
     sl_buf_free(&h);
 }
 
@@ -885,11 +893,21 @@ TEST(apply_to_environment) {
     CHECK_EQ(env->restart.delay_ms, 500);
     sl_env_destroy(env);
     sl_config_free(&c);
-    /* what sluice does not do yet is refused by name, not ignored */
-    CHECK_EQ(load(&c, "state.backend.type: rocksdb\n"), 0);
+    /* RocksDB settings reach the environment */
+    CHECK_EQ(load(&c, "state.backend.type: rocksdb\nstate.backend.rocksdb.block.cache-size: 128 mb\n"
+                      "execution.checkpointing.incremental: true\n"), 0);
+    env = sl_env_new();
+    CHECK_EQ(sl_config_apply_env(&c, env, aerr, sizeof aerr), 0);
+    CHECK_EQ(env->backend, SL_STATE_BACKEND_ROCKSDB);
+    CHECK_EQ(env->rocksdb_cache_bytes, 128 << 20);
+    CHECK(env->incremental);
+    sl_env_destroy(env);
+    sl_config_free(&c);
+    /* incremental checkpoints without RocksDB are refused by name, not ignored */
+    CHECK_EQ(load(&c, "execution.checkpointing.incremental: true\n"), 0);
     env = sl_env_new();
     CHECK(sl_config_apply_env(&c, env, aerr, sizeof aerr) < 0);
-    CHECK_CONTAINS(aerr, "state.backend.type: rocksdb");
+    CHECK_CONTAINS(aerr, "execution.checkpointing.incremental");
     sl_env_destroy(env);
     sl_config_free(&c);
 }

@@ -262,8 +262,9 @@ TEST(cli) {
     CHECK_CONTAINS(out, "synchronous phase max");
     CHECK_EQ(run_cli("-D execution.checkpointing.intervall=10s", out, sizeof out), 2);
     CHECK_CONTAINS(out, "execution.checkpointing.interval"); /* did you mean */
-    CHECK_EQ(run_cli("-Dstate.backend.type=rocksdb --events 10", out, sizeof out), 1);
-    CHECK_CONTAINS(out, "rocksdb is not supported yet");
+    /* a setting sluice does not have is refused by name */
+    CHECK_EQ(run_cli("-Dexecution.checkpointing.incremental=true --events 10", out, sizeof out), 1);
+    CHECK_CONTAINS(out, "execution.checkpointing.incremental: true needs state.backend.type rocksdb");
 }
 
 int main(void) {

@@ -93,7 +93,7 @@ static long long read_lines(const char *dir, char **lines, long long cap, int *h
 
 /* Keyed state survives kill -9: window results of a killed-and-restored
  * run equal the brute-force windows of the generator, each exactly once. */
-static void windows_case(const char *name, int kills, const char *p_after) {
+static void windows_case(const char *name, int kills, const char *p_before, const char *p_after) {
     const long long N = 300000;
     char out[1024], ckpt[1024];
     snprintf(out, sizeof out, "%s/%s-out", sl_test_tmpdir(), name);
@@ -102,7 +102,8 @@ static void windows_case(const char *name, int kills, const char *p_after) {
         int killed = run_with_kills(out, ckpt, N, true, kills, 300);
         fprintf(stderr, "  %s: killed %d times\n", name, killed);
         CHECK(killed >= 1);
-    } else { /* killed once at parallelism 2, resumed at another parallelism */
+    } else { /* killed once at p_before, resumed at another parallelism */
+        child_par = p_before;
         pid_t pid = spawn(out, ckpt, N, false, true);
         struct timespec ts = {0, (long)(250 + rand() % 300) * 1000000L};
         nanosleep(&ts, NULL);
@@ -116,7 +117,7 @@ static void windows_case(const char *name, int kills, const char *p_after) {
         child_par = "--p=2";
         resume_first = false;
         CHECK_EQ(k, 0);
-        fprintf(stderr, "  %s: killed at parallelism 2, finished at %s\n", name, p_after + 4);
+        fprintf(stderr, "  %s: killed at parallelism %s, finished at %s\n", name, p_before + 4, p_after + 4);
     }
     /* expected: per (card, 1-minute window) count and cents */
     sl_datagen_opts_t g = sl_datagen_defaults();
@@ -172,13 +173,17 @@ static void windows_case(const char *name, int kills, const char *p_after) {
 
 TEST(kill9_windows_exactly_once) {
     int kills = getenv("SLUICE_KILL9_KILLS") ? atoi(getenv("SLUICE_KILL9_KILLS")) : 8;
-    windows_case("kill9w", kills, NULL);
+    windows_case("kill9w", kills, NULL, NULL);
 }
 
-/* Keyed state moves by key group: restore at parallelism 2 -> 3 and 2 -> 1. */
+/* Keyed state moves by key group: killed at one parallelism, restored at
+ * another (2 -> 4, 4 -> 2, 2 -> 3, 2 -> 1); the results equal those of an
+ * uninterrupted run (computed from the generator). */
 TEST(kill9_windows_rescale) {
-    windows_case("rescale3", 1, "--p=3");
-    windows_case("rescale1", 1, "--p=1");
+    windows_case("rescale24", 1, "--p=2", "--p=4");
+    windows_case("rescale42", 1, "--p=4", "--p=2");
+    windows_case("rescale3", 1, "--p=2", "--p=3");
+    windows_case("rescale1", 1, "--p=2", "--p=1");
 }
 
 /* The committed output in `out` is the generator's N events exactly once. */
@@ -296,16 +301,31 @@ TEST(corrupt_checkpoint_reported) {
     snprintf(ckpt, sizeof ckpt, "%s/corrupt-ckpt", sl_test_tmpdir());
     snprintf(job, sizeof job, "%s/eo-kill", ckpt);
     pid_t pid = spawn(out, ckpt, N, false, true);
-    struct timespec ts = {0, 600 * 1000000L};
-    nanosleep(&ts, NULL);
+    /* kill it once two checkpoints completed (however slow the machine) */
+    long latest = -1;
+    struct dirent *e;
+    DIR *d;
+    for (int waited = 0; waited < 60000 && latest < 2; waited += 20) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+        if (waitpid(pid, NULL, WNOHANG) == pid) break; /* finished too early: reported below */
+        if (!(d = opendir(job))) continue;
+        while ((e = readdir(d))) {
+            long n;
+            char meta[2400];
+            if (sscanf(e->d_name, "chk-%ld", &n) != 1) continue;
+            snprintf(meta, sizeof meta, "%s/%s/_metadata", job, e->d_name);
+            if (access(meta, F_OK) == 0 && n > latest) latest = n;
+        }
+        closedir(d);
+    }
     kill(pid, SIGKILL);
     int st;
     waitpid(pid, &st, 0);
-    /* the latest complete checkpoint and one of its keyed state files */
-    long latest = -1;
-    DIR *d = opendir(job);
+    /* the latest complete checkpoint (now) and one of its keyed state files */
+    latest = -1;
+    d = opendir(job);
     CHECK(d != NULL);
-    struct dirent *e;
     while ((e = readdir(d))) {
         long n;
         char meta[2400];

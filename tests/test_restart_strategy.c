@@ -199,7 +199,13 @@ static int run_with_retention(sl_checkpoint_retention_t r, bool fail, int64_t *c
     sl_env_destroy(env);
     collected_free(col);
     if ((rc == 0) == fail) return -100;
-    return complete_checkpoints(ck, job);
+    int left = complete_checkpoints(ck, job);
+    if (left == 0 && r == SL_CHECKPOINTS_RETAIN_ON_CANCELLATION) {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "ls -la %s/%s >&2", ck, job);
+        if (system(cmd) != 0) fprintf(stderr, "ls failed\n");
+    }
+    return left;
 }
 
 TEST(retention_at_job_end) {

@@ -87,6 +87,11 @@ typedef struct rcase {
     int edge_events; /* moved onto a rule's edge */
     bool negative;   /* event times start below 0 */
     atomic_llong clock;
+    /* restore mode: checkpoints, one injected failure, a restart */
+    bool restore;
+    int fail_id;          /* the map fails once on the event with this id */
+    atomic_int failed;
+    atomic_int restored;  /* the source resumed from a checkpoint */
 } rcase_t;
 
 static const char *kind_name(int k) { return k == WR_TUMBLING ? "tumbling" : k == WR_SLIDING ? "sliding" : "session"; }
@@ -339,6 +344,7 @@ static int script_create(void *ctx, int subtask, int p, void **reader, int *nspl
     }
     script_reader_t *r = calloc(1, sizeof *r);
     r->c = c;
+    atomic_store(&c->clock, c->p.clock0); /* a restart from the start starts the clock over (a restore sets it) */
     *reader = r;
     *nsplits = c->p.nsplits;
     return 0;
@@ -348,6 +354,10 @@ static int script_poll(void *reader, sl_source_output_t *out, int max, char *err
     script_reader_t *r = reader;
     rcase_t *c = r->c;
     int emitted = 0;
+    if (c->restore) { /* slow enough in real time for checkpoints to happen in between */
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
     while (r->pos < c->nact) {
         const wr_action_t *a = &c->act[r->pos++];
         if (a->kind == WR_POLL_END) break;
@@ -376,6 +386,29 @@ static int script_poll(void *reader, sl_source_output_t *out, int max, char *err
     return r->pos == c->nact ? SL_SRC_END : SL_SRC_MORE;
 }
 
+/* The script's position and the virtual clock: a restored run replays the
+ * script from there, with processing time where it was. */
+static int script_snapshot(void *reader, int64_t id, void (*put)(void *, const void *, size_t), void *pc) {
+    script_reader_t *r = reader;
+    int64_t e[2] = {r->pos, atomic_load(&r->c->clock)};
+    put(pc, e, sizeof e);
+    return 0;
+}
+
+static int script_restore(void *reader, const void *state, size_t len, char *err, size_t el) {
+    script_reader_t *r = reader;
+    int64_t e[2];
+    if (len != 4 + sizeof e) {
+        snprintf(err, el, "script state of %zu bytes", len);
+        return SL_EFORMAT;
+    }
+    memcpy(e, (const uint8_t *)state + 4, sizeof e);
+    r->pos = (int)e[0];
+    atomic_store(&r->c->clock, e[1]);
+    atomic_fetch_add(&r->c->restored, 1);
+    return 0;
+}
+
 static void script_destroy_reader(void *reader) { free(reader); }
 static void script_destroy(void *ctx) { (void)ctx; /* the case is the test's */ }
 
@@ -383,7 +416,17 @@ static const sl_source_ops_t script_ops = {.name = "script",
                                            .create_reader = script_create,
                                            .poll = script_poll,
                                            .destroy_reader = script_destroy_reader,
-                                           .destroy = script_destroy};
+                                           .destroy = script_destroy,
+                                           .snapshot = script_snapshot,
+                                           .restore = script_restore};
+
+/* Restore mode: fails once, on event fail_id. */
+static int fail_once(void *ctx, const sl_record_t *in, sl_row_writer_t *out) {
+    rcase_t *c = ctx;
+    if (sl_row_i64(&in->row, 3) == c->fail_id && !atomic_exchange(&c->failed, 1)) return SL_EUSER;
+    for (int i = 0; i < 4; i++) sl_rw_set_i64(out, i, sl_row_i64(&in->row, i));
+    return 0;
+}
 
 static int64_t virtual_clock(void *ctx) { return atomic_load(&((rcase_t *)ctx)->clock); }
 
@@ -761,12 +804,14 @@ static int compare_case(const rcase_t *c, const wr_result_t *r, const collected_
 typedef struct run_stats {
     int cases, failed;
     int64_t events, firings, late, immediate, idle_marks, reactivations, merges, bridges, partial, dropped,
-        dropped_late, all_idle;
+        dropped_late, all_idle, restarts, restored;
 } run_stats_t;
 
-static int run_case(int idx, uint64_t seed, run_stats_t *st, bool verbose) {
+static int run_case(int idx, uint64_t seed, run_stats_t *st, bool verbose, bool restore) {
     rcase_t *c = calloc(1, sizeof *c);
     case_generate(c, idx, seed);
+    c->restore = restore;
+    c->fail_id = c->nev > 0 ? c->ev[c->nev / 2 + (int)(seed % (uint64_t)(c->nev - c->nev / 2))].id : -1; /* late enough for a checkpoint */
     atomic_store(&c->clock, c->p.clock0);
     char desc[1024];
     case_describe(c, desc, sizeof desc);
@@ -782,11 +827,20 @@ static int run_case(int idx, uint64_t seed, run_stats_t *st, bool verbose) {
     sl_env_set_parallelism(env, c->P);
     sl_env_set_auto_watermark_interval(env, c->p.interval);
     sl_env_set_clock(env, virtual_clock, c);
-    collected_t *fired = collected_new(), *late = collected_new();
+    char ck[1024];
+    if (restore) {
+        snprintf(ck, sizeof ck, "%s/wr-%d", sl_test_tmpdir(), idx);
+        sl_env_enable_checkpointing(env, 10, SL_CHECKPOINT_EXACTLY_ONCE);
+        sl_env_set_checkpoint_dir(env, ck);
+        sl_env_set_restart_fixed_delay(env, 1, 0);
+    }
+    txn_collected_t *tfired = txn_collected_new(), *tlate = txn_collected_new();
+    collected_t *fired = tfired->out, *late = tlate->out;
     sl_watermark_strategy_t ws = sl_wm_bounded("ts", c->p.bound);
     ws.idle_timeout_ms = c->p.idle_timeout;
     sl_source_t src = {&script_ops, c, in_schema()};
-    sl_stream_t *s = sl_parallelism(sl_from_source(env, src, ws, "script"), 1);
+    sl_stream_t *s = sl_uid(sl_parallelism(sl_from_source(env, src, ws, "script"), 1), "script");
+    if (restore) s = sl_uid(sl_parallelism(sl_map(s, fail_once, c, in_schema()), 1), "fail-once"); /* chained */
     sl_window_assigner_t *as = c->p.kind == WR_TUMBLING  ? sl_tumbling_event_time(c->p.size, c->p.offset)
                                : c->p.kind == WR_SLIDING ? sl_sliding_event_time(c->p.size, c->p.slide, c->p.offset)
                                                          : sl_session_event_time(c->p.gap);
@@ -797,10 +851,10 @@ static int run_case(int idx, uint64_t seed, run_stats_t *st, bool verbose) {
     sl_stream_t *o = sl_window_aggregate(w, agg, out_schema());
     int rc = SL_EINVAL;
     if (o) {
-        sl_parallelism(sl_name(o, "window"), c->P);
-        sl_parallelism(sl_sink_to(o, collect_sink(fired), "fired"), c->P);
+        sl_parallelism(sl_uid(sl_name(o, "window"), "window"), c->P);
+        sl_uid(sl_parallelism(sl_sink_to(o, txn_collect_sink(tfired), "fired"), c->P), "fired");
         sl_stream_t *lo = sl_side_output(o, "late");
-        if (lo) sl_parallelism(sl_sink_to(lo, collect_sink(late), "late"), c->P);
+        if (lo) sl_uid(sl_parallelism(sl_sink_to(lo, txn_collect_sink(tlate), "late"), c->P), "late");
         rc = sl_env_execute(env, "window-random");
     }
     if (rc != 0) {
@@ -813,7 +867,15 @@ static int run_case(int idx, uint64_t seed, run_stats_t *st, bool verbose) {
             problems++;
         }
         int64_t in = -1, out = -1;
-        if (sl_env_operator_metrics(env, "window", &in, &out) != 0 || in != c->nev) {
+        if (restore) { /* metrics are the last attempt's; what matters is that it failed and restarted */
+            if (c->nev > 0 && (sl_env_restarts(env) != 1 || !atomic_load(&c->failed))) {
+                fprintf(stderr, "  %s\n    restarts %d, injected failure %s\n", desc, sl_env_restarts(env),
+                        atomic_load(&c->failed) ? "happened" : "never happened");
+                problems++;
+            }
+            st->restored += atomic_load(&c->restored);
+            st->restarts += sl_env_restarts(env);
+        } else if (sl_env_operator_metrics(env, "window", &in, &out) != 0 || in != c->nev) {
             fprintf(stderr, "  %s\n    window operator records_in=%lld, expected %d\n", desc, (long long)in, c->nev);
             problems++;
         }
@@ -824,10 +886,10 @@ static int run_case(int idx, uint64_t seed, run_stats_t *st, bool verbose) {
     }
     if (verbose || problems)
         fprintf(stderr, "  %s %s: events=%d firings=%d (engine %lld) late=%d (engine %lld) immediate=%lld idle=%lld "
-                "reactivated=%lld merges=%lld wm_advances=%lld final_wm=%lld\n",
+                "reactivated=%lld merges=%lld wm_advances=%lld final_wm=%lld restored=%d\n",
                 problems ? "FAIL" : "ok", desc, c->nev, ref.nfire, (long long)fired->n, ref.nlate, (long long)late->n,
                 (long long)ref.immediate_fires, (long long)ref.idle_marks, (long long)ref.reactivations,
-                (long long)ref.merges, (long long)ref.wm_advances, (long long)ref.final_wm);
+                (long long)ref.merges, (long long)ref.wm_advances, (long long)ref.final_wm, atomic_load(&c->restored));
     if (problems)
         fprintf(stderr, "  reproduce: SLUICE_RAND_SEED=0x%" PRIx64 " SLUICE_RAND_CASE=%d\n",
                 (uint64_t)(seed - (uint64_t)idx * 0x1000193ULL), idx);
@@ -846,8 +908,11 @@ static int run_case(int idx, uint64_t seed, run_stats_t *st, bool verbose) {
     st->all_idle += ref.all_idle;
     st->dropped_late += ref.dropped_late;
     wr_free(&ref);
-    collected_free(fired);
-    collected_free(late);
+    if (verbose || problems)
+        fprintf(stderr, "    sinks: fired commits %lld recovered %lld, late commits %lld\n", (long long)tfired->commits,
+                (long long)tfired->recovered, (long long)tlate->commits);
+    txn_collected_free(tfired);
+    txn_collected_free(tlate);
     sl_env_destroy(env);
     case_free(c);
     free(c);
@@ -957,7 +1022,7 @@ TEST(windows_match_reference) {
     for (int i = 0; i < n || (only >= 0 && i <= only); i++) {
         if (only >= 0 && i != only) continue;
         uint64_t seed = base + (uint64_t)i * 0x1000193ULL;
-        run_case(i, seed, &st, verbose);
+        run_case(i, seed, &st, verbose, false);
     }
     fprintf(stderr,
             "  %d case(s), %d failed, %.1f s: %lld events, %lld firings (%lld fired at once), %lld late records, "
@@ -971,8 +1036,35 @@ TEST(windows_match_reference) {
     CHECK_EQ(st.failed, 0);
 }
 
+/* The same comparison with checkpoints every 10 ms, a failure injected at a
+ * random event and a restart from the latest checkpoint (or from the start
+ * when none completed yet): the results that reached the (transactional)
+ * sinks equal the uninterrupted reference exactly — lateness included, as
+ * the checkpoints carry the watermarks and the source's generators. */
+TEST(windows_match_reference_with_restores) {
+    int n = 16;
+    const char *soak = getenv("SLUICE_SOAK_SEEDS");
+    if (soak && atoi(soak) > 0) n = atoi(soak) / 2 > 0 ? atoi(soak) / 2 : 1;
+    uint64_t base = 0xfa11;
+    const char *bs = getenv("SLUICE_RAND_RESTORE_SEED");
+    if (bs) base = strtoull(bs, NULL, 0);
+    bool verbose = getenv("SLUICE_RAND_VERBOSE") != NULL;
+    run_stats_t st = {0};
+    int64_t t0 = sl_now_ms();
+    int only = getenv("SLUICE_RAND_CASE") ? atoi(getenv("SLUICE_RAND_CASE")) : -1;
+    for (int i = 0; i < n || (only >= 0 && i <= only); i++)
+        if (only < 0 || i == only) run_case(i, base + (uint64_t)i * 0x1000193ULL, &st, verbose, true);
+    fprintf(stderr, "  %d case(s) with restores, %d failed, %.1f s: %lld restarts, %lld from a checkpoint, %lld "
+                    "events, %lld firings, %lld late records\n",
+            st.cases, st.failed, (double)(sl_now_ms() - t0) / 1000.0, (long long)st.restarts,
+            (long long)st.restored, (long long)st.events, (long long)st.firings, (long long)st.late);
+    CHECK_EQ(st.failed, 0);
+    CHECK(st.restored >= n / 4); /* most restarts resumed from a checkpoint, not from the start */
+}
+
 int main(void) {
     RUN(reference_model_sanity);
     RUN(windows_match_reference);
+    RUN(windows_match_reference_with_restores);
     TEST_MAIN_END();
 }

@@ -74,6 +74,31 @@ SL_API void sl_env_enable_checkpointing(sl_env_t *env, int64_t interval_ms, sl_c
  * / .tolerable-failed-checkpoints (defaults 10 min, 0, 1, 0). */
 SL_API void sl_env_set_checkpoint_options(sl_env_t *env, int64_t timeout_ms, int64_t min_pause_ms, int max_concurrent,
                                           int tolerable_failed);
+/* Where keyed state lives (state.backend.type): on the heap (hashmap, the
+ * default: fastest, bounded by memory, copy-on-write snapshots) or in
+ * RocksDB (state larger than memory; one database per keyed operator
+ * subtask under a local directory).  Both restore each other's
+ * checkpoints unless they are incremental. */
+typedef enum sl_state_backend_kind {
+    SL_STATE_BACKEND_HASHMAP = 0,
+    SL_STATE_BACKEND_ROCKSDB = 1,
+} sl_state_backend_kind_t;
+SL_API void sl_env_set_state_backend(sl_env_t *env, sl_state_backend_kind_t kind);
+/* RocksDB settings (state.backend.rocksdb.localdir, .block.cache-size,
+ * .writebuffer.size): the local working directory (default: the system's
+ * temporary directory), the block cache shared by every RocksDB backend of
+ * the job, and each database's memtable budget.  0 / NULL: the defaults
+ * (TMPDIR, 64 MiB, 64 MiB).  Memory of RocksDB state is bounded by cache +
+ * number of keyed subtasks x write buffer. */
+SL_API void sl_env_set_rocksdb_options(sl_env_t *env, const char *local_dir, int64_t block_cache_bytes,
+                                       int64_t write_buffer_bytes);
+/* Incremental checkpoints (execution.checkpointing.incremental, RocksDB
+ * only): a checkpoint uploads only the RocksDB files that earlier
+ * checkpoints of the same database did not, and refers to those; shared
+ * files are deleted when no retained checkpoint needs them.  Such
+ * checkpoints hold RocksDB's own files, so they restore into RocksDB only. */
+SL_API void sl_env_set_incremental_checkpoints(sl_env_t *env, bool enabled);
+
 /* Unaligned checkpoints (execution.checkpointing.unaligned.enabled,
  * .aligned-checkpoint-timeout): with exactly-once, a barrier overtakes the
  * records queued in channels; a task snapshots at the first barrier and
@@ -148,8 +173,24 @@ typedef struct sl_checkpoint_stat {
     int64_t duration_ms;
     bool completed;
     bool aborted;
+    /* over the tasks that acknowledged */
+    int64_t state_bytes;     /* persisted: state files, operator state, in-flight data */
+    int64_t inflight_bytes;  /* in-flight data of unaligned snapshots */
+    int64_t max_align_us, max_sync_us, max_async_us;
+    int unaligned_tasks;     /* tasks that snapshotted unaligned */
 } sl_checkpoint_stat_t;
 SL_API int sl_env_checkpoint_stats(const sl_env_t *env, sl_checkpoint_stat_t *out, int cap);
+/* Per task, for one of those checkpoints (Flink's per-subtask checkpoint
+ * details): returns the number of tasks written (<= cap), or < 0 when the
+ * checkpoint is not among the kept ones. */
+typedef struct sl_checkpoint_task_stat {
+    const char *task;        /* "Map -> Sink: out (2/4)"; valid while env lives */
+    bool acknowledged;
+    bool unaligned;
+    int64_t align_us, sync_us, async_us;
+    int64_t state_bytes, inflight_bytes;
+} sl_checkpoint_task_stat_t;
+SL_API int sl_env_checkpoint_task_stats(const sl_env_t *env, int64_t id, sl_checkpoint_task_stat_t *out, int cap);
 /* Checkpoints completed in the last run. */
 SL_API int64_t sl_env_checkpoints_completed(const sl_env_t *env);
 /* Disables operator chaining (every operator in its own task). */

@@ -58,6 +58,8 @@ void sl_env_destroy(sl_env_t *env) {
     sl_free(env->ckpt_dir);
     sl_ckpt_metadata_free(env->restore_md);
     sl_free(env->restore_path);
+    sl_free(env->rocksdb_dir);
+    sl_env_free_task_stats(env);
     for (int i = env->nowned - 1; i >= 0; i--) env->owned[i].free_fn(env->owned[i].p);
     sl_free(env->owned);
     for (int i = 1; i < env->tags.n; i++) {
@@ -270,6 +272,30 @@ void sl_env_set_restart_none(sl_env_t *env) {
 
 int sl_env_restarts(const sl_env_t *env) { return env->restarts; }
 
+void sl_env_set_state_backend(sl_env_t *env, sl_state_backend_kind_t kind) {
+    if (kind != SL_STATE_BACKEND_HASHMAP && kind != SL_STATE_BACKEND_ROCKSDB) {
+        sl_env_errorf(env, "state.backend.type: unknown backend %d (hashmap or rocksdb)", (int)kind);
+        return;
+    }
+    env->backend = (int)kind;
+}
+
+void sl_env_set_rocksdb_options(sl_env_t *env, const char *local_dir, int64_t block_cache_bytes,
+                                int64_t write_buffer_bytes) {
+    if (block_cache_bytes < 0 || write_buffer_bytes < 0) {
+        sl_env_errorf(env, "state.backend.rocksdb: block cache (%lld) and write buffer (%lld) sizes must not be "
+                           "negative",
+                      (long long)block_cache_bytes, (long long)write_buffer_bytes);
+        return;
+    }
+    sl_free(env->rocksdb_dir);
+    env->rocksdb_dir = local_dir && *local_dir ? sl_strdup(local_dir) : NULL;
+    env->rocksdb_cache_bytes = block_cache_bytes;
+    env->rocksdb_write_buffer_bytes = write_buffer_bytes;
+}
+
+void sl_env_set_incremental_checkpoints(sl_env_t *env, bool enabled) { env->incremental = enabled; }
+
 void sl_env_set_unaligned_checkpoints(sl_env_t *env, bool enabled, int64_t aligned_timeout_ms) {
     if (aligned_timeout_ms < 0) {
         sl_env_errorf(env, "execution.checkpointing.aligned-checkpoint-timeout: %lld ms must not be negative",
@@ -319,8 +345,44 @@ int sl_env_checkpoint_stats(const sl_env_t *env, sl_checkpoint_stat_t *out, int 
         out[n].duration_ms = s->duration_ms;
         out[n].completed = s->completed;
         out[n].aborted = s->aborted;
+        out[n].state_bytes = s->state_bytes;
+        out[n].inflight_bytes = s->inflight_bytes;
+        out[n].max_align_us = s->max_align_us;
+        out[n].max_sync_us = s->max_sync_us;
+        out[n].max_async_us = s->max_async_us;
+        out[n].unaligned_tasks = s->unaligned_tasks;
     }
     return n;
+}
+
+int sl_env_checkpoint_task_stats(const sl_env_t *env, int64_t id, sl_checkpoint_task_stat_t *out, int cap) {
+    for (int i = 0; i < env->nckpt_stats; i++) {
+        if (env->ckpt_stats[i].id != id || !env->ckpt_task_stats) continue;
+        int n = 0;
+        for (int t = 0; t < env->ckpt_ntasks && n < cap; t++, n++) {
+            const sl_ckpt_task_stats_t *s = &env->ckpt_task_stats[(size_t)i * (size_t)env->ckpt_ntasks + (size_t)t];
+            out[n] = (sl_checkpoint_task_stat_t){.task = env->ckpt_task_names[t],
+                                                 .acknowledged = s->acked,
+                                                 .unaligned = s->unaligned,
+                                                 .align_us = s->align_us,
+                                                 .sync_us = s->sync_us,
+                                                 .async_us = s->async_us,
+                                                 .state_bytes = s->state_bytes,
+                                                 .inflight_bytes = s->inflight_bytes};
+        }
+        return n;
+    }
+    return SL_ENOTFOUND;
+}
+
+/* Frees the per-task checkpoint figures of the last run. */
+void sl_env_free_task_stats(sl_env_t *env) {
+    for (int t = 0; t < env->ckpt_ntasks; t++) sl_free(env->ckpt_task_names[t]);
+    sl_free(env->ckpt_task_names);
+    sl_free(env->ckpt_task_stats);
+    env->ckpt_task_names = NULL;
+    env->ckpt_task_stats = NULL;
+    env->ckpt_ntasks = 0;
 }
 
 /* Before a restart: the latest completed checkpoint of this job (if any)

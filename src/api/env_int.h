@@ -34,12 +34,20 @@ struct sl_env {
     int ckpt_retention; /* sl_checkpoint_retention_t */
     struct sl_ckpt_metadata *restore_md; /* sl_env_restore_from */
     char *restore_path; /* the restored chk-<n> directory */
+    /* state backend */
+    int backend;                  /* sl_state_backend_kind_t */
+    char *rocksdb_dir;
+    int64_t rocksdb_cache_bytes, rocksdb_write_buffer_bytes;
+    bool incremental;
     bool restart_set;             /* else: fixed-delay 3 x 1 s with checkpointing, none without */
     sl_restart_config_t restart;
     int restarts;
     int64_t ckpt_max_sync_ns;
     sl_ckpt_stats_t ckpt_stats[64];
     int nckpt_stats;
+    sl_ckpt_task_stats_t *ckpt_task_stats; /* [nckpt_stats][ckpt_ntasks] */
+    char **ckpt_task_names;
+    int ckpt_ntasks;
 
     sl_node_t **nodes;
     int nnodes;
@@ -62,5 +70,6 @@ void sl_env_job_id(const char *job_name, char *buf, size_t cap);
 /* The effective parallelism of a node. */
 int sl_env_node_parallelism(const sl_env_t *env, const sl_node_t *n);
 int sl_env_max_parallelism(const sl_env_t *env);
+void sl_env_free_task_stats(sl_env_t *env);
 
 #endif

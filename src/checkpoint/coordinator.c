@@ -36,6 +36,7 @@ struct sl_coordinator {
     int64_t last_end_ns;
     int failed_in_row;
     sl_ckpt_stats_t stats[STATS_KEPT];
+    sl_ckpt_task_stats_t *task_stats; /* [STATS_KEPT][ntasks], alongside stats */
     int64_t nstats;
 };
 
@@ -54,6 +55,7 @@ sl_coordinator_t *sl_coordinator_new(const sl_ckpt_config_t *cfg, int ntasks, sl
     c->hooks = hooks;
     c->ntasks = ntasks;
     c->finished = sl_calloc((size_t)(ntasks ? ntasks : 1), sizeof(bool));
+    c->task_stats = sl_calloc((size_t)STATS_KEPT * (size_t)(ntasks ? ntasks : 1), sizeof *c->task_stats);
     c->next_id = 1;
     c->latest = -1;
     pthread_mutex_init(&c->mu, NULL);
@@ -91,6 +93,8 @@ static int64_t start_locked(sl_coordinator_t *c, int64_t *ts_out) {
             p->acked[t] = true;
             p->nacked++;
         }
+    memset(&c->task_stats[(size_t)(c->nstats % STATS_KEPT) * (size_t)c->ntasks], 0,
+           (size_t)c->ntasks * sizeof *c->task_stats);
     sl_ckpt_stats_t *s = &c->stats[c->nstats++ % STATS_KEPT];
     memset(s, 0, sizeof *s);
     s->id = p->id;
@@ -213,8 +217,40 @@ int64_t sl_coordinator_trigger(sl_coordinator_t *c) {
     return id;
 }
 
-void sl_coordinator_ack(sl_coordinator_t *c, int64_t id, int task) {
+void sl_coordinator_ack(sl_coordinator_t *c, int64_t id, int task) { sl_coordinator_ack_stats(c, id, task, NULL); }
+
+/* Where the figures of checkpoint id's task live (mu held), or NULL. */
+static sl_ckpt_task_stats_t *task_stats_for(sl_coordinator_t *c, int64_t id, int task) {
+    for (int64_t i = c->nstats - 1; i >= 0 && i >= c->nstats - STATS_KEPT; i--)
+        if (c->stats[i % STATS_KEPT].id == id)
+            return &c->task_stats[(size_t)(i % STATS_KEPT) * (size_t)c->ntasks + (size_t)task];
+    return NULL;
+}
+
+int sl_coordinator_task_stats(sl_coordinator_t *c, int64_t id, sl_ckpt_task_stats_t *out) {
     pthread_mutex_lock(&c->mu);
+    sl_ckpt_task_stats_t *ts = c->ntasks ? task_stats_for(c, id, 0) : NULL;
+    if (ts) memcpy(out, ts, (size_t)c->ntasks * sizeof *out);
+    pthread_mutex_unlock(&c->mu);
+    return ts ? 0 : SL_ENOTFOUND;
+}
+
+void sl_coordinator_ack_stats(sl_coordinator_t *c, int64_t id, int task, const sl_ckpt_task_stats_t *ts) {
+    pthread_mutex_lock(&c->mu);
+    if (ts && task >= 0 && task < c->ntasks) {
+        sl_ckpt_task_stats_t *d = task_stats_for(c, id, task);
+        sl_ckpt_stats_t *s = stats_for(c, id);
+        if (d && s && !d->acked) {
+            *d = *ts;
+            d->acked = true;
+            s->state_bytes += ts->state_bytes;
+            s->inflight_bytes += ts->inflight_bytes;
+            s->max_align_us = SL_MAX(s->max_align_us, ts->align_us);
+            s->max_sync_us = SL_MAX(s->max_sync_us, ts->sync_us);
+            s->max_async_us = SL_MAX(s->max_async_us, ts->async_us);
+            s->unaligned_tasks += ts->unaligned;
+        }
+    }
     for (int i = 0; i < c->npending; i++) {
         pending_t *p = &c->pending[i];
         if (p->id != id) continue;
@@ -309,6 +345,7 @@ void sl_coordinator_destroy(sl_coordinator_t *c) {
     sl_coordinator_stop(c);
     while (c->npending) remove_pending(c, c->npending - 1);
     sl_free(c->finished);
+    sl_free(c->task_stats);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     sl_free(c);

@@ -54,6 +54,17 @@ typedef struct sl_coordinator_hooks {
     int (*finalize)(void *ctx, int64_t id, char *err, size_t errlen);
 } sl_coordinator_hooks_t;
 
+/* What one task reports with its acknowledgement. */
+typedef struct sl_ckpt_task_stats {
+    int64_t align_us;        /* first barrier to last (0: one input or a source) */
+    int64_t sync_us;         /* synchronous phase */
+    int64_t async_us;        /* asynchronous phase: persisting */
+    int64_t state_bytes;     /* bytes persisted: state files and blobs */
+    int64_t inflight_bytes;  /* of which in-flight data (unaligned) */
+    bool unaligned;
+    bool acked;
+} sl_ckpt_task_stats_t;
+
 typedef struct sl_ckpt_stats {
     int64_t id;
     int64_t trigger_ms;      /* wall clock */
@@ -61,6 +72,10 @@ typedef struct sl_ckpt_stats {
     int acks;
     bool completed;
     bool aborted;
+    /* over the tasks that acknowledged: sums and maxima */
+    int64_t state_bytes, inflight_bytes;
+    int64_t max_align_us, max_sync_us, max_async_us;
+    int unaligned_tasks;
 } sl_ckpt_stats_t;
 
 typedef struct sl_coordinator sl_coordinator_t;
@@ -78,6 +93,11 @@ void sl_coordinator_stop(sl_coordinator_t *c);
 int64_t sl_coordinator_trigger(sl_coordinator_t *c);
 /* Task `task` (0..ntasks-1) acknowledged checkpoint `id`. */
 void sl_coordinator_ack(sl_coordinator_t *c, int64_t id, int task);
+/* Same, with the task's figures (kept per task for the recent checkpoints). */
+void sl_coordinator_ack_stats(sl_coordinator_t *c, int64_t id, int task, const sl_ckpt_task_stats_t *ts);
+/* The per-task figures of a recent checkpoint: out[ntasks]; 0, or
+ * SL_ENOTFOUND when id is no longer (or never was) kept. */
+int sl_coordinator_task_stats(sl_coordinator_t *c, int64_t id, sl_ckpt_task_stats_t *out);
 void sl_coordinator_decline(sl_coordinator_t *c, int64_t id, int task, const char *why);
 /* Task `task` finished: it acknowledges every later checkpoint implicitly. */
 void sl_coordinator_task_finished(sl_coordinator_t *c, int task);

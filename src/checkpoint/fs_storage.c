@@ -424,6 +424,36 @@ static int fs_abort_pending(sl_ckpt_storage_t *s, int64_t id, char *err, size_t 
     return remove_checkpoint_dir(s, id, err, errlen);
 }
 
+static int fs_remove_file(sl_ckpt_storage_t *s, sl_ckpt_scope_t scope, const char *name, char *err, size_t errlen) {
+    if (scope == SL_CKPT_SCOPE_EXCLUSIVE || !sl_ckpt_valid_file_name(name))
+        return sl_errf(err, errlen, SL_EINVAL, "remove_file: '%s' is not a shared or task-owned file name", name);
+    char p[PATH_MAX];
+    int rc = s->ops->location(s, 0, scope, name, p, sizeof p);
+    if (rc) return sl_errf(err, errlen, rc, "remove_file: path of '%s' too long", name);
+    if (unlink(p) != 0)
+        return errno == ENOENT ? SL_ENOTFOUND : sl_errf(err, errlen, SL_EIO, "%s: cannot remove: %s", p, strerror(errno));
+    return 0;
+}
+
+static int fs_list_files(sl_ckpt_storage_t *s, sl_ckpt_scope_t scope, char ***names, int *np, char *err,
+                         size_t errlen) {
+    *names = NULL;
+    *np = 0;
+    if (scope == SL_CKPT_SCOPE_EXCLUSIVE) return sl_errf(err, errlen, SL_EINVAL, "list_files: not for a checkpoint's own files");
+    char p[PATH_MAX];
+    if (s->ops->location(s, 0, scope, NULL, p, sizeof p)) return sl_errf(err, errlen, SL_EINVAL, "list_files: path too long");
+    DIR *d = opendir(p);
+    if (!d) return errno == ENOENT ? 0 : sl_errf(err, errlen, SL_EIO, "%s: cannot list: %s", p, strerror(errno));
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        *names = sl_realloc(*names, (size_t)(*np + 1) * sizeof **names);
+        (*names)[(*np)++] = sl_strdup(e->d_name);
+    }
+    closedir(d);
+    return 0;
+}
+
 static int fs_discard_all(sl_ckpt_storage_t *s, char *err, size_t errlen) {
     sl_ckpt_entry_t *v;
     int n, rc = fs_list(s, &v, &n, err, errlen);
@@ -479,6 +509,8 @@ static const sl_ckpt_storage_ops_t fs_ops = {
     .discard = fs_discard,
     .abort_pending = fs_abort_pending,
     .discard_all = fs_discard_all,
+    .remove_file = fs_remove_file,
+    .list_files = fs_list_files,
     .destroy = fs_destroy,
 };
 
@@ -558,6 +590,19 @@ int sl_ckpt_storage_load_latest(sl_ckpt_storage_t *s, sl_ckpt_metadata_t **md, c
     return s->ops->load(s, id, md, err, errlen);
 }
 
+/* Appends the shared-scope file names md refers to (copies). */
+static void collect_shared(const sl_ckpt_metadata_t *md, char ***v, int *n) {
+    for (int o = 0; o < md->noperators; o++)
+        for (int q = 0; q < md->operators[o].parallelism; q++) {
+            const sl_ckpt_subtask_t *st = &md->operators[o].subtasks[q];
+            for (int h = 0; h < st->nhandles; h++) {
+                if (st->handles[h].scope != SL_CKPT_SCOPE_SHARED) continue;
+                *v = sl_realloc(*v, (size_t)(*n + 1) * sizeof **v);
+                (*v)[(*n)++] = sl_strdup(st->handles[h].path);
+            }
+        }
+}
+
 int sl_ckpt_storage_retain(sl_ckpt_storage_t *s, int num_retained, char *err, size_t errlen) {
     if (num_retained < 1)
         return sl_errf(err, errlen, SL_EINVAL, "checkpoint retention: num-retained %d must be at least 1",
@@ -566,10 +611,70 @@ int sl_ckpt_storage_retain(sl_ckpt_storage_t *s, int num_retained, char *err, si
     int n;
     int rc = sl_ckpt_storage_list_completed(s, &ids, &n, err, errlen);
     if (rc) return rc;
+    /* shared files the discarded checkpoints refer to */
+    char **gone = NULL;
+    int ngone = 0;
     for (int i = 0; i < n - num_retained; i++) {
+        sl_ckpt_metadata_t *md = NULL;
+        if (s->ops->load(s, ids[i], &md, NULL, 0) == 0) collect_shared(md, &gone, &ngone);
+        sl_ckpt_metadata_free(md);
         int r = s->ops->discard(s, ids[i], rc ? NULL : err, rc ? 0 : errlen);
         if (r && !rc) rc = r;
     }
+    if (ngone && s->ops->remove_file) {
+        char **keep = NULL;
+        int nkeep = 0;
+        bool complete_view = true;
+        for (int i = n - num_retained < 0 ? 0 : n - num_retained; i < n; i++) {
+            sl_ckpt_metadata_t *md = NULL;
+            if (s->ops->load(s, ids[i], &md, NULL, 0) == 0)
+                collect_shared(md, &keep, &nkeep);
+            else
+                complete_view = false; /* cannot tell what it needs: delete nothing */
+            sl_ckpt_metadata_free(md);
+        }
+        for (int i = 0; i < ngone && complete_view; i++) {
+            bool needed = false;
+            for (int j = 0; j < nkeep && !needed; j++) needed = strcmp(gone[i], keep[j]) == 0;
+            if (needed) continue;
+            int r = s->ops->remove_file(s, SL_CKPT_SCOPE_SHARED, gone[i], NULL, 0);
+            if (r && r != SL_ENOTFOUND && !rc) rc = sl_errf(err, errlen, r, "cannot delete shared file %s", gone[i]);
+        }
+        for (int j = 0; j < nkeep; j++) sl_free(keep[j]);
+        sl_free(keep);
+    }
+    for (int i = 0; i < ngone; i++) sl_free(gone[i]);
+    sl_free(gone);
+    sl_free(ids);
+    return rc;
+}
+
+int sl_ckpt_storage_gc_shared(sl_ckpt_storage_t *s, char *err, size_t errlen) {
+    if (!s->ops->list_files || !s->ops->remove_file) return 0;
+    char **files;
+    int nf;
+    int rc = s->ops->list_files(s, SL_CKPT_SCOPE_SHARED, &files, &nf, err, errlen);
+    if (rc || !nf) return rc;
+    int64_t *ids = NULL;
+    int n = 0;
+    char **keep = NULL;
+    int nkeep = 0;
+    rc = sl_ckpt_storage_list_completed(s, &ids, &n, err, errlen);
+    for (int i = 0; i < n && rc == 0; i++) {
+        sl_ckpt_metadata_t *md = NULL;
+        rc = s->ops->load(s, ids[i], &md, err, errlen);
+        if (rc == 0) collect_shared(md, &keep, &nkeep);
+        sl_ckpt_metadata_free(md);
+    }
+    for (int i = 0; i < nf && rc == 0; i++) {
+        bool needed = false;
+        for (int j = 0; j < nkeep && !needed; j++) needed = strcmp(files[i], keep[j]) == 0;
+        if (!needed) s->ops->remove_file(s, SL_CKPT_SCOPE_SHARED, files[i], NULL, 0);
+    }
+    for (int i = 0; i < nf; i++) sl_free(files[i]);
+    sl_free(files);
+    for (int j = 0; j < nkeep; j++) sl_free(keep[j]);
+    sl_free(keep);
     sl_free(ids);
     return rc;
 }

@@ -227,7 +227,7 @@ static int validate_handle(const sl_ckpt_metadata_t *md, const sl_ckpt_state_han
                        where, h->path);
     if (h->kind == SL_SF_KIND_ANY)
         return sl_errf(err, errlen, SL_EINVAL, "%s: file '%s' has no kind", where, h->path);
-    if (h->size < SL_SF_HEADER_SIZE + SL_SF_TRAILER_SIZE)
+    if (h->kind != SL_SF_KIND_FOREIGN && h->size < SL_SF_HEADER_SIZE + SL_SF_TRAILER_SIZE)
         return sl_errf(err, errlen, SL_EINVAL, "%s: file '%s' size %" PRIu64 " is below a state file's minimum", where,
                        h->path, h->size);
     if (h->nsections < 0 || (h->nsections > 0 && !h->sections))

@@ -66,6 +66,7 @@ static const char *kind_name(uint32_t kind) {
     case SL_SF_KIND_OPERATOR: return "operator state";
     case SL_SF_KIND_CHANNEL: return "channel state";
     case SL_SF_KIND_RAW: return "raw data";
+    case SL_SF_KIND_FOREIGN: return "foreign file";
     default: return "unknown kind";
     }
 }

@@ -58,6 +58,8 @@ enum {
     SL_SF_KIND_OPERATOR = 3,   /* operator (non-keyed) state */
     SL_SF_KIND_CHANNEL = 4,    /* in-flight records of an unaligned checkpoint */
     SL_SF_KIND_RAW = 5,        /* anything else (tests, tools) */
+    SL_SF_KIND_FOREIGN = 6,    /* not a state file: another format's file (RocksDB's SSTs, MANIFEST...) kept
+                                * whole; its handle's checksum is the xxh3-64 of every byte */
 };
 
 /* ------------------------------------------------------------------ */

@@ -115,6 +115,13 @@ typedef struct sl_ckpt_storage_ops {
      * (the end of a job whose checkpoints are not retained).  Afterwards
      * only destroy may be called. */
     int (*discard_all)(sl_ckpt_storage_t *s, char *err, size_t errlen);
+    /* Deletes one file of the shared or task-owned scope (incremental
+     * checkpoints' files no retained checkpoint refers to any more).
+     * SL_ENOTFOUND if it does not exist. */
+    int (*remove_file)(sl_ckpt_storage_t *s, sl_ckpt_scope_t scope, const char *name, char *err, size_t errlen);
+    /* The file names of the shared or task-owned scope (*names new: free
+     * each and the array with sl_free). */
+    int (*list_files)(sl_ckpt_storage_t *s, sl_ckpt_scope_t scope, char ***names, int *n, char *err, size_t errlen);
 
     void (*destroy)(sl_ckpt_storage_t *s);
 } sl_ckpt_storage_ops_t;
@@ -145,9 +152,17 @@ int sl_ckpt_storage_latest_complete_id(sl_ckpt_storage_t *s, int64_t *id, char *
  * is no complete checkpoint. */
 int sl_ckpt_storage_load_latest(sl_ckpt_storage_t *s, sl_ckpt_metadata_t **md, char *err, size_t errlen);
 /* Keeps the num_retained (>= 1) newest complete checkpoints and discards
- * the older complete ones.  Incomplete directories and shared/ are left
- * alone.  Tries every deletion; returns the first error. */
+ * the older complete ones, then deletes the shared files that a discarded
+ * checkpoint referred to and no retained one does (Flink's
+ * SharedStateRegistry: a file uploaded for a checkpoint still pending is
+ * referred to by no discarded one, so it stays).  Incomplete directories
+ * are left alone.  Tries every deletion; returns the first error. */
 int sl_ckpt_storage_retain(sl_ckpt_storage_t *s, int num_retained, char *err, size_t errlen);
+/* Deletes the shared files that no complete checkpoint refers to: what
+ * checkpoints that never completed had uploaded.  Only while no checkpoint
+ * is pending (at the start and the end of a run).  When a complete
+ * checkpoint cannot be read, nothing is deleted. */
+int sl_ckpt_storage_gc_shared(sl_ckpt_storage_t *s, char *err, size_t errlen);
 /* Removes every incomplete checkpoint directory (at startup, before the
  * coordinator triggers anything: never while checkpoints are pending). */
 int sl_ckpt_storage_abort_all_pending(sl_ckpt_storage_t *s, char *err, size_t errlen);

@@ -243,6 +243,18 @@ int main(int argc, char **argv) {
                o.checkpoint_dir ? o.checkpoint_dir : "(not persisted)");
         printf("                end to end: last %lld ms, max %lld ms; synchronous phase max %lld us\n",
                (long long)s.ckpt_last_ms, (long long)s.ckpt_max_ms, (long long)s.ckpt_max_sync_us);
+        if (s.ckpt_last.id > 0) {
+            printf("                last (chk-%lld): %lld bytes persisted, %lld in flight; per task:\n",
+                   (long long)s.ckpt_last.id, (long long)s.ckpt_last.state_bytes,
+                   (long long)s.ckpt_last.inflight_bytes);
+            printf("                  %-44s %10s %10s %10s %12s\n", "task", "align us", "sync us", "async us",
+                   "bytes");
+            for (int i = 0; i < s.ckpt_ntasks; i++)
+                printf("                  %-44.44s %10lld %10lld %10lld %12lld%s\n", s.ckpt_tasks[i].task,
+                       (long long)s.ckpt_tasks[i].align_us, (long long)s.ckpt_tasks[i].sync_us,
+                       (long long)s.ckpt_tasks[i].async_us, (long long)s.ckpt_tasks[i].state_bytes,
+                       s.ckpt_tasks[i].unaligned ? " unaligned" : "");
+        }
     }
     if (s.skipped) printf("  skipped       %14s  (malformed input)\n", d2);
     if (!o.exactly_once_dir) {

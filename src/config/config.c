@@ -140,6 +140,12 @@ static const cfg_key_t KEYS[] = {
     /* state */
     KENUM("state.backend.type", state_backend, "hashmap", BACKEND_VALUES, ALIAS("state.backend"),
           .help = "Where keyed state lives: on the heap (hashmap) or in RocksDB."),
+    KSTR("state.backend.rocksdb.localdir", rocksdb_localdir, NULL, .unset = "the temporary directory (TMPDIR)",
+         .help = "Where RocksDB keeps its working databases (one per keyed operator subtask)."),
+    KMEM("state.backend.rocksdb.block.cache-size", rocksdb_block_cache, "64 mb", 1 * KB, INT64_MAX,
+         .help = "RocksDB block cache shared by every RocksDB backend of the job."),
+    KMEM("state.backend.rocksdb.writebuffer.size", rocksdb_write_buffer, "64 mb", 64 * KB, INT64_MAX,
+         .help = "Memtable budget of each RocksDB database (one per keyed operator subtask)."),
 
     /* restart strategy */
     KENUM("restart-strategy.type", restart_strategy, NULL, RESTART_VALUES, ALIAS("restart-strategy"),
@@ -1274,10 +1280,10 @@ const char *sl_config_enum_name(const char *key, int value) {
 }
 
 int sl_config_apply_env(const sl_config_t *cfg, struct sl_env *env, char *err, size_t errlen) {
-    if (cfg->state_backend == SL_CFG_BACKEND_ROCKSDB)
-        return sl_errf(err, errlen, SL_EINVAL, "state.backend.type: rocksdb is not supported yet (hashmap is)");
-    if (cfg->incremental)
-        return sl_errf(err, errlen, SL_EINVAL, "execution.checkpointing.incremental: true is not supported yet");
+    if (cfg->incremental && cfg->state_backend != SL_CFG_BACKEND_ROCKSDB)
+        return sl_errf(err, errlen, SL_EINVAL,
+                       "execution.checkpointing.incremental: true needs state.backend.type rocksdb (the hashmap "
+                       "backend takes full checkpoints)");
     int rs = sl_config_restart_strategy(cfg);
     sl_env_set_parallelism(env, cfg->parallelism);
     sl_env_set_max_parallelism(env, cfg->max_parallelism == -1 ? 0 : cfg->max_parallelism);
@@ -1291,6 +1297,10 @@ int sl_config_apply_env(const sl_config_t *cfg, struct sl_env *env, char *err, s
         sl_env_set_checkpoint_options(env, cfg->checkpoint_timeout_ms, cfg->checkpoint_min_pause_ms,
                                       cfg->max_concurrent_checkpoints, cfg->tolerable_failed_checkpoints);
     }
+    sl_env_set_state_backend(env, cfg->state_backend == SL_CFG_BACKEND_ROCKSDB ? SL_STATE_BACKEND_ROCKSDB
+                                                                             : SL_STATE_BACKEND_HASHMAP);
+    sl_env_set_rocksdb_options(env, cfg->rocksdb_localdir, cfg->rocksdb_block_cache, cfg->rocksdb_write_buffer);
+    sl_env_set_incremental_checkpoints(env, cfg->incremental);
     if (cfg->unaligned) sl_env_set_unaligned_checkpoints(env, true, cfg->aligned_checkpoint_timeout_ms);
     if (cfg->checkpoint_dir) sl_env_set_checkpoint_dir(env, cfg->checkpoint_dir);
     sl_env_set_checkpoints_retained(env, cfg->num_retained);

@@ -110,6 +110,9 @@ typedef struct sl_config {
 
     /* state */
     int state_backend;                   /* state.backend.type */
+    char *rocksdb_localdir;              /* state.backend.rocksdb.localdir */
+    int64_t rocksdb_block_cache;         /* state.backend.rocksdb.block.cache-size (bytes) */
+    int64_t rocksdb_write_buffer;        /* state.backend.rocksdb.writebuffer.size (bytes) */
 
     /* restart strategy (restart-strategy.*) */
     int restart_strategy;                /* .type: SL_CFG_RESTART_* */

@@ -42,7 +42,12 @@ void sl_op_base_init(sl_operator_t *op, const sl_operator_vt_t *vt, const sl_op_
     op->out_schema = init->out_schema;
     if (init->key[0] || init->key[1]) {
         op->kg_range = sl_kg_range_for(init->max_parallelism, init->parallelism, init->subtask);
-        op->kb = sl_heap_backend_new(init->max_parallelism, op->kg_range);
+        char scratch[512];
+        op->kb = !init->make_backend ? sl_heap_backend_new(init->max_parallelism, op->kg_range)
+                                     : init->make_backend(init->make_backend_ctx, init, op->kg_range,
+                                                          init->backend_err ? init->backend_err : scratch, 512);
+        if (!op->kb) /* reported by the creator (backend_err); never leave a keyed operator without one */
+            op->kb = sl_heap_backend_new(init->max_parallelism, op->kg_range);
         op->timers = sl_timer_service_new(init->max_parallelism, op->kg_range);
         if (init->task) sl_kb_set_clock(op->kb, task_clock, init->task);
     }

@@ -80,6 +80,14 @@ typedef struct sl_op_init {
     const char *name;
     const char *uid;
     sl_task_t *task;
+    /* Makes a keyed operator's backend (NULL: the heap backend).  On
+     * failure it returns NULL with a message in err (backend_err): the
+     * operator gets a heap backend so that it can be destroyed, and its
+     * creator must fail with that message. */
+    sl_keyed_backend_t *(*make_backend)(void *ctx, const struct sl_op_init *init, sl_kg_range_t range, char *err,
+                                        size_t errlen);
+    void *make_backend_ctx;
+    char *backend_err;  /* where make_backend writes (cap 512), or NULL */
 } sl_op_init_t;
 
 typedef struct sl_operator_vt {
@@ -98,6 +106,12 @@ typedef struct sl_operator_vt {
     int (*on_processing_time)(sl_operator_t *op, int64_t now);
     /* Input `input` is finished (bounded input). NULL: nothing to do. */
     int (*end_input)(sl_operator_t *op, int input);
+    /* Optional: event-time progress of the operator's own beyond the base's
+     * watermarks (a source: its per-split watermark generators), appended to
+     * the checkpoint (sl_op_snapshot_time), and given back on a restore at
+     * the same parallelism, before open (restore_time keeps a copy). */
+    void (*snapshot_time)(sl_operator_t *op, sl_buf_t *out);
+    void (*restore_time)(sl_operator_t *op, const uint8_t *p, size_t n);
     void (*close)(sl_operator_t *op);
     void (*destroy)(sl_operator_t *op);
     /* Checkpoint `id` (barriers aligned, or the source's trigger): the
@@ -141,6 +155,17 @@ struct sl_operator {
     const uint8_t *restored_state;
     size_t restored_len;  /* position in its task's chain (set by the task) */
 };
+
+/* Event-time progress in checkpoints (event_time_state.c), so that a
+ * restored job judges lateness exactly as the uninterrupted one would: the
+ * combined and per-input watermarks (and vt->snapshot_time's part).  A
+ * restore at the same parallelism is exact; at another one each subtask
+ * takes the minimum of the old subtasks' watermarks (never ahead of any
+ * of them) and sources start their generators afresh. */
+void sl_op_snapshot_time(sl_operator_t *op, sl_buf_t *out);
+/* blobs[i], lens[i]: what sl_op_snapshot_time wrote in old subtask i of n;
+ * exact: same parallelism, blobs[0] is this subtask's.  0 or SL_EFORMAT. */
+int sl_op_restore_time(sl_operator_t *op, const uint8_t *const *blobs, const size_t *lens, int n, bool exact);
 
 /* Initializes the base; creates the keyed backend and timer service when
  * init->key[0] (or key[1]) is set. */

@@ -103,6 +103,7 @@ typedef struct source_op {
     int64_t emitted_wm;
     bool out_idle;
     bool ended;
+    sl_buf_t restored_time; /* restore_time's copy, applied in open */
 } source_op_t;
 
 void *sl_source_spec_new(sl_env_t *env, const sl_node_t *node, sl_watermark_strategy_t ws) {
@@ -241,6 +242,57 @@ void sl_src_count_skipped(sl_source_output_t *out, int64_t n) {
         out->skipped += n;
 }
 
+/* Event-time state: the emitted watermark and status, the tick schedule
+ * and each split's generator (times relative to processing time now):
+ *   i64 emitted_wm, u8 out_idle, i64 next_tick - now (or INT64_MAX),
+ *   u32 nsplits, per split: i64 max_ts, i64 now - last_active,
+ *   u8 had_data | idle << 1 | finished << 2 */
+static void src_snapshot_time(sl_operator_t *o, sl_buf_t *out) {
+    source_op_t *op = (source_op_t *)o;
+    int64_t now = sl_op_now(o);
+    uint8_t b[21];
+    sl_st64(b, (uint64_t)op->emitted_wm);
+    b[8] = op->out_idle;
+    sl_st64(b + 9, (uint64_t)(op->next_tick == INT64_MAX ? INT64_MAX : op->next_tick - now));
+    sl_st32(b + 17, (uint32_t)op->nsplits);
+    sl_buf_append(out, b, sizeof b);
+    for (int i = 0; i < op->nsplits; i++) {
+        uint8_t s[17];
+        sl_st64(s, (uint64_t)op->splits[i].max_ts);
+        sl_st64(s + 8, (uint64_t)(now - op->splits[i].last_active));
+        s[16] = (uint8_t)(op->splits[i].had_data | op->splits[i].idle << 1 | op->splits[i].finished << 2);
+        sl_buf_append(out, s, sizeof s);
+    }
+}
+
+static void src_restore_time(sl_operator_t *o, const uint8_t *p, size_t n) {
+    source_op_t *op = (source_op_t *)o;
+    op->restored_time.len = 0;
+    sl_buf_append(&op->restored_time, p, n);
+}
+
+/* After open made the splits: the restored generators, when the reader has
+ * the same splits as before (anything else starts afresh). */
+static void apply_restored_time(source_op_t *op, int64_t now) {
+    const uint8_t *p = op->restored_time.p;
+    size_t n = op->restored_time.len;
+    if (n < 21) return;
+    uint32_t ns = sl_ld32(p + 17);
+    if ((int)ns != op->nsplits || n != 21 + (size_t)ns * 17) return;
+    op->emitted_wm = (int64_t)sl_ld64(p);
+    if (p[8]) emit_status(op, true); /* downstream starts with every channel active: say it again */
+    int64_t nt = (int64_t)sl_ld64(p + 9);
+    if (op->next_tick != INT64_MAX && nt != INT64_MAX) op->next_tick = now + nt;
+    for (uint32_t i = 0; i < ns; i++) {
+        const uint8_t *s = p + 21 + (size_t)i * 17;
+        op->splits[i].max_ts = (int64_t)sl_ld64(s);
+        op->splits[i].last_active = now - (int64_t)sl_ld64(s + 8);
+        op->splits[i].had_data = s[16] & 1;
+        op->splits[i].idle = (s[16] >> 1) & 1;
+        op->splits[i].finished = (s[16] >> 2) & 1;
+    }
+}
+
 static int src_open(sl_operator_t *o) {
     source_op_t *op = (source_op_t *)o;
     const sl_source_t *src = &op->spec->node->source;
@@ -264,6 +316,7 @@ static int src_open(sl_operator_t *o) {
     }
     op->interval = op->spec->env->wm_interval_ms;
     op->next_tick = op->spec->ws.kind == SL_WM_NONE || op->interval == 0 ? INT64_MAX : now + op->interval;
+    apply_restored_time(op, now);
     if (nsplits == 0) op->ended = false; /* a reader with no splits ends on its first poll */
     return 0;
 }
@@ -319,13 +372,19 @@ static void src_destroy(sl_operator_t *o) {
     source_op_t *op = (source_op_t *)o;
     src_close(o);
     sl_free(op->splits);
+    sl_buf_free(&op->restored_time);
     sl_rw_free(&op->out.w);
     sl_op_base_free(o);
     sl_free(op);
 }
 
-static const sl_operator_vt_t source_vt = {
-    .kind = "Source", .open = src_open, .close = src_close, .destroy = src_destroy, .snapshot_state = src_snapshot};
+static const sl_operator_vt_t source_vt = {.kind = "Source",
+                                           .open = src_open,
+                                           .close = src_close,
+                                           .destroy = src_destroy,
+                                           .snapshot_state = src_snapshot,
+                                           .snapshot_time = src_snapshot_time,
+                                           .restore_time = src_restore_time};
 
 sl_operator_t *sl_source_op_create(const void *spec, const sl_op_init_t *init) {
     source_op_t *op = sl_calloc(1, sizeof *op);

@@ -10,7 +10,10 @@
 #include "runtime/executor.h"
 
 #include <ctype.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "api/env_int.h"
 #include "checkpoint/coordinator.h"
@@ -21,6 +24,8 @@
 #include "graph/job_graph.h"
 #include "operators/basic_ops.h"
 #include "runtime/task_int.h"
+#include "runtime/native_checkpoint.h"
+#include "state/rocksdb_backend.h"
 
 void sl_chain_out_init(sl_chain_out_t *co, sl_task_t *t, int ntags);
 void sl_gate_init(sl_input_gate_t *g, sl_task_t *t, int input, const sl_schema_t *schema);
@@ -31,6 +36,8 @@ void sl_gate_free(sl_input_gate_t *g);
 struct sl_executor {
     sl_env_t *env;
     char *job_name;
+    sl_rocksdb_cache_t *rdb_cache; /* shared by the job's RocksDB backends */
+    sl_native_uploads_t **uploads; /* per task index, per operator: shared files in storage (writer thread) */
     sl_job_graph_t jg;
     sl_task_t **tasks;      /* per vertex: array of parallelism tasks */
     int ntasks;
@@ -219,6 +226,10 @@ static void snap_free(sl_ckpt_task_snap_t *snap) {
     sl_free(snap->timers);
     sl_free(snap->ranges);
     sl_buf_free(&snap->inflight);
+    for (int k = 0; snap->native && k < snap->nops; k++) sl_native_snap_free(snap->native[k]);
+    sl_free(snap->native);
+    for (int k = 0; snap->times && k < snap->nops; k++) sl_buf_free(&snap->times[k]);
+    sl_free(snap->times);
     sl_free(snap);
 }
 
@@ -236,7 +247,7 @@ static int write_keyed(sl_executor_t *ex, sl_ckpt_task_snap_t *snap, int k, cons
     sl_buf_t buf = {0};
     for (int kg = snap->ranges[k].start; kg < snap->ranges[k].end && rc == 0; kg++) {
         buf.len = 0;
-        rc = sl_kb_snapshot_write(snap->keyed[k], kg, &buf);
+        if (snap->keyed[k]) rc = sl_kb_snapshot_write(snap->keyed[k], kg, &buf); /* else native: timers only */
         if (rc == 0) rc = sl_sf_begin_section(w, (uint64_t)kg);
         if (rc == 0) rc = sl_sf_put_raw(w, buf.p, buf.len);
         if (rc == 0) rc = sl_sf_end_section(w);
@@ -262,6 +273,11 @@ static void persist(sl_executor_t *ex, sl_ckpt_task_snap_t *snap) {
     sl_task_t *t = snap->task;
     char err[600] = "";
     int rc = 0;
+    int64_t t0 = sl_mono_ns();
+    sl_ckpt_task_stats_t ts = {.align_us = snap->align_ns / 1000,
+                               .sync_us = snap->sync_ns / 1000,
+                               .inflight_bytes = (int64_t)snap->inflight.len,
+                               .unaligned = snap->unaligned};
     if (ex->storage) {
         const sl_job_vertex_t *v = &ex->jg.v[t->vertex];
         for (int k = 0; k < snap->nops && rc == 0; k++) {
@@ -273,9 +289,20 @@ static void persist(sl_executor_t *ex, sl_ckpt_task_snap_t *snap) {
             char name[64];
             snprintf(name, sizeof name, "keyed-%d-%d", n->id, t->subtask);
             bool wrote = false;
-            if (snap->keyed[k]) {
+            bool native = snap->native && snap->native[k];
+            if (snap->keyed[k] || native) {
                 rc = write_keyed(ex, snap, k, name, &info, err, sizeof err);
                 wrote = rc == 0;
+            }
+            sl_ckpt_subtask_t ntmp;
+            memset(&ntmp, 0, sizeof ntmp);
+            if (native && rc == 0) {
+                if (!ex->uploads[t->index])
+                    ex->uploads[t->index] = sl_calloc((size_t)snap->nops, sizeof *ex->uploads[t->index]);
+                char prefix[64];
+                snprintf(prefix, sizeof prefix, "rdb-%d-%d", n->id, t->subtask);
+                rc = sl_native_persist(ex->storage, snap->id, snap->native[k], prefix, &ex->uploads[t->index][k],
+                                       &ntmp, &ts.state_bytes, err, sizeof err);
             }
             pthread_mutex_lock(&ex->ckpt_mu);
             sl_ckpt_metadata_t *md = ex->pending_md[snap->id % 64];
@@ -284,25 +311,33 @@ static void persist(sl_executor_t *ex, sl_ckpt_task_snap_t *snap) {
                 if (op && t->subtask < op->parallelism) {
                     sl_ckpt_subtask_t *st = &op->subtasks[t->subtask];
                     if (wrote) sl_ckpt_subtask_add_file(st, SL_CKPT_SCOPE_EXCLUSIVE, name, &info);
+                    if (native) sl_native_move(st, &ntmp);
+                    ts.state_bytes += (int64_t)(wrote ? info.size : 0) + (int64_t)snap->blobs[k].len +
+                                      (k == 0 ? (int64_t)snap->inflight.len : 0);
                     if (snap->blobs[k].len)
                         sl_ckpt_subtask_add_blob(st, "operator-state", SL_CKPT_DIST_SPLIT, snap->blobs[k].p,
                                                  snap->blobs[k].len);
+                    if (snap->times && snap->times[k].len)
+                        sl_ckpt_subtask_add_blob(st, "event-time", SL_CKPT_DIST_SPLIT, snap->times[k].p,
+                                                 snap->times[k].len);
                     if (k == 0 && snap->inflight.len)
                         sl_ckpt_subtask_add_blob(st, "inflight", SL_CKPT_DIST_SPLIT, snap->inflight.p,
                                                  snap->inflight.len);
                 }
             }
             pthread_mutex_unlock(&ex->ckpt_mu);
+            sl_native_move(NULL, &ntmp); /* frees what the metadata did not take */
             sl_sf_info_free(&info);
         }
     }
     int64_t id = snap->id;
     snap_free(snap);
     if (!ex->coord) return;
+    ts.async_us = (sl_mono_ns() - t0) / 1000;
     if (rc < 0)
         sl_coordinator_decline(ex->coord, id, t->index, err);
     else
-        sl_coordinator_ack(ex->coord, id, t->index);
+        sl_coordinator_ack_stats(ex->coord, id, t->index, &ts);
 }
 
 static void *writer_main(void *arg) {
@@ -314,8 +349,9 @@ static void *writer_main(void *arg) {
         struct wq *q = ex->wq_head;
         ex->wq_head = q->next;
         if (!ex->wq_head) ex->wq_tail = NULL;
+        bool stop = ex->writer_stop;
         pthread_mutex_unlock(&ex->ckpt_mu);
-        if (ex->writer_stop)
+        if (stop)
             snap_free(q->snap); /* the job is over: drop it */
         else
             persist(ex, q->snap);
@@ -350,11 +386,16 @@ void sl_executor_task_snapshot(sl_executor_t *ex, sl_ckpt_task_snap_t *snap) {
     pthread_mutex_unlock(&ex->ckpt_mu);
 }
 
+static const char *rocksdb_base(const sl_executor_t *ex) {
+    return ex->env->rocksdb_dir ? ex->env->rocksdb_dir : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+}
+
 /* Loads keyed state and timers of op (node n, subtask s) from the restored
  * checkpoint: every key group of its range, from whichever old subtask's
  * file holds it (so a different parallelism works). */
-static int restore_keyed(sl_env_t *env, const sl_node_t *n, sl_operator_t *op, const char *uid, char *err,
+static int restore_keyed(sl_executor_t *ex, const sl_node_t *n, sl_operator_t *op, const char *uid, char *err,
                          size_t errlen) {
+    sl_env_t *env = ex->env;
     const sl_ckpt_operator_t *mo = sl_ckpt_metadata_find_operator(env->restore_md, uid);
     if (!mo || !op->kb) return 0;
     if (mo->max_parallelism != op->max_parallelism)
@@ -362,6 +403,30 @@ static int restore_keyed(sl_env_t *env, const sl_node_t *n, sl_operator_t *op, c
                        "restore: operator '%s' had max parallelism %d, now %d: keyed state cannot be restored "
                        "(pipeline.max-parallelism must not change)",
                        uid, mo->max_parallelism, op->max_parallelism);
+    if (sl_native_present(mo)) { /* RocksDB's own files (an incremental checkpoint) */
+        if (!sl_rocksdb_backend_is(op->kb))
+            return sl_errf(err, errlen, SL_EINVAL,
+                           "restore: checkpoint %lld holds incremental RocksDB state for operator '%s'; restore it with "
+                           "state.backend.type rocksdb",
+                           (long long)env->restore_md->checkpoint_id, uid);
+        static atomic_int seq;
+        char dir[1200], job[300];
+        sl_env_job_id(ex->job_name, job, sizeof job);
+        snprintf(dir, sizeof dir, "%s/sluice-rocksdb-%d-%s-restored-%d-%d", rocksdb_base(ex), (int)getpid(), job,
+                 op->subtask, atomic_fetch_add(&seq, 1));
+        sl_rocksdb_opts_t o = {.dir = dir,
+                               .cache = ex->rdb_cache,
+                               .write_buffer_bytes = env->rocksdb_write_buffer_bytes > 0
+                                                         ? (size_t)env->rocksdb_write_buffer_bytes
+                                                         : (size_t)64 << 20};
+        sl_keyed_backend_t *nkb = NULL;
+        int nrc = sl_native_restore(env->restore_path, mo, op->max_parallelism, op->kg_range, rocksdb_base(ex), &o,
+                                    &nkb, err, errlen);
+        if (nrc < 0) return nrc;
+        sl_kb_set_clock(nkb, op->kb->clock, op->kb->clock_ctx);
+        op->kb->ops->destroy(op->kb);
+        op->kb = nkb;
+    }
     sl_state_file_reader_t *r = NULL;
     const sl_ckpt_state_handle_t *open_h = NULL;
     int rc = 0;
@@ -407,6 +472,36 @@ static int restore_keyed(sl_env_t *env, const sl_node_t *n, sl_operator_t *op, c
     if (r) sl_sf_reader_close(r);
     (void)n;
     return rc;
+}
+
+int sl_executor_native_snapshot(sl_executor_t *ex, sl_task_t *t, int k, sl_native_snap_t **out, char *err,
+                                size_t errlen) {
+    *out = NULL;
+    if (!ex || !ex->storage || !sl_native_wanted(ex->env->incremental, t->ops[k]->kb)) return 0;
+    char tag[64];
+    snprintf(tag, sizeof tag, "%d-%d-%d", t->vertex, t->subtask, k);
+    return sl_native_snapshot(t->ops[k]->kb, rocksdb_base(ex), tag, out, err, errlen);
+}
+
+/* The keyed backend of an operator subtask, as the environment says. */
+static sl_keyed_backend_t *make_backend(void *ctx, const sl_op_init_t *init, sl_kg_range_t range, char *err,
+                                        size_t errlen) {
+    sl_executor_t *ex = ctx;
+    if (ex->env->backend != SL_STATE_BACKEND_ROCKSDB) return sl_heap_backend_new(init->max_parallelism, range);
+    static atomic_int seq;
+    const char *base = rocksdb_base(ex);
+    char dir[1200], job[300];
+    sl_env_job_id(ex->job_name, job, sizeof job);
+    snprintf(dir, sizeof dir, "%s/sluice-rocksdb-%d-%s-%s-%d-%d", base, (int)getpid(), job,
+             init->uid ? init->uid : init->name ? init->name : "op", init->subtask, atomic_fetch_add(&seq, 1));
+    for (char *c = dir + strlen(base) + 1; *c; c++)
+        if (*c == '/' || *c == ' ') *c = '_';
+    sl_rocksdb_opts_t o = {.dir = dir,
+                           .cache = ex->rdb_cache,
+                           .write_buffer_bytes = ex->env->rocksdb_write_buffer_bytes > 0
+                                                     ? (size_t)ex->env->rocksdb_write_buffer_bytes
+                                                     : (size_t)64 << 20};
+    return sl_rocksdb_backend_new(init->max_parallelism, range, &o, err, errlen);
 }
 
 /* The current parallelism of the vertex whose head operator has this uid,
@@ -497,6 +592,9 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
         return rc;
     }
     sl_job_graph_t *jg = &ex->jg;
+    if (env->backend == SL_STATE_BACKEND_ROCKSDB)
+        ex->rdb_cache = sl_rocksdb_cache_new(env->rocksdb_cache_bytes > 0 ? (size_t)env->rocksdb_cache_bytes
+                                                                          : (size_t)64 << 20);
     ex->ntasks = jg->nv;
     ex->tasks = sl_calloc((size_t)jg->nv, sizeof *ex->tasks);
     int ntags = env->tags.n;
@@ -540,7 +638,14 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
                 init.name = n->name;
                 init.uid = n->uid;
                 init.task = t;
+                char berr[512] = "";
+                init.make_backend = make_backend;
+                init.make_backend_ctx = ex;
+                init.backend_err = berr;
                 sl_operator_t *op = n->create(n->spec, &init);
+                if (berr[0] && rc == 0)
+                    rc = sl_errf(err, errlen, SL_ESTATE, "state backend of '%s' (%d/%d): %s", n->name ? n->name : "?",
+                                 s + 1, jv->parallelism, berr);
                 op->chain_index = k;
                 if (env->restore_md) {
                     char uid[300];
@@ -564,10 +669,30 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
                         }
                         ex->unions = sl_realloc(ex->unions, (size_t)(ex->nunions + 1) * sizeof *ex->unions);
                         ex->unions[ex->nunions++] = u;
+                        /* event-time progress: this subtask's at the same parallelism, else the
+                         * minimum over the old subtasks */
+                        bool exact = mo->parallelism == jv->parallelism;
+                        int nb = exact ? 1 : mo->parallelism;
+                        const uint8_t **tb = sl_calloc((size_t)(nb ? nb : 1), sizeof *tb);
+                        size_t *tl = sl_calloc((size_t)(nb ? nb : 1), sizeof *tl);
+                        for (int q = 0; q < nb; q++) {
+                            int from = exact ? s : q;
+                            const sl_ckpt_blob_t *b = sl_ckpt_find_blob(mo->subtasks[from].blobs,
+                                                                        mo->subtasks[from].nblobs, "event-time");
+                            tb[q] = b ? b->data : NULL;
+                            tl[q] = b ? b->len : 0;
+                        }
+                        if (sl_op_restore_time(op, tb, tl, nb, exact) < 0 && rc == 0)
+                            rc = sl_errf(err, errlen, SL_EFORMAT,
+                                         "restore of operator '%s' (%d/%d): its event-time state in checkpoint %lld "
+                                         "is malformed",
+                                         uid, s + 1, jv->parallelism, (long long)env->restore_md->checkpoint_id);
+                        sl_free(tb);
+                        sl_free(tl);
                     }
                     if (rc == 0) {
                         char kerr[600] = "";
-                        int krc = restore_keyed(env, n, op, uid, kerr, sizeof kerr);
+                        int krc = restore_keyed(ex, n, op, uid, kerr, sizeof kerr);
                         if (krc < 0) rc = sl_errf(err, errlen, krc, "restore of operator '%s' (%d/%d): %s", uid, s + 1,
                                                   jv->parallelism, kerr);
                     }
@@ -681,6 +806,7 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
             ex->all[ex->nall++] = t;
         }
     ex->final_state = sl_calloc((size_t)(ex->nall ? ex->nall : 1), sizeof *ex->final_state);
+    ex->uploads = sl_calloc((size_t)(ex->nall ? ex->nall : 1), sizeof *ex->uploads);
     if (env->restore_md && (rc = restore_inflight(ex, err, errlen)) < 0) {
         sl_executor_destroy(ex);
         return rc;
@@ -693,6 +819,11 @@ int sl_executor_new(sl_env_t *env, const char *job_name, sl_executor_t **out, ch
                 sl_executor_destroy(ex);
                 return rc;
             }
+            /* what an earlier run left half done: incomplete checkpoints and
+             * the shared files only they had uploaded (best effort) */
+            char gerr[300];
+            sl_ckpt_storage_abort_all_pending(ex->storage, gerr, sizeof gerr);
+            sl_ckpt_storage_gc_shared(ex->storage, gerr, sizeof gerr);
         }
         sl_coordinator_hooks_t hooks = {ex,           hook_trigger, hook_complete, hook_aborted,
                                         hook_fail,    hook_prepare, hook_finalize};
@@ -786,9 +917,23 @@ int sl_executor_run(sl_executor_t *ex, char *err, size_t errlen) {
             pthread_mutex_unlock(&ex->ckpt_mu);
             pthread_join(ex->writer, NULL);
             ex->writer_started = false;
+            if (ex->storage) { /* no checkpoint is pending any more */
+                char gerr[300];
+                sl_ckpt_storage_gc_shared(ex->storage, gerr, sizeof gerr);
+            }
         }
         ex->env->ckpts_completed = sl_coordinator_completed(ex->coord, NULL);
         ex->env->nckpt_stats = sl_coordinator_stats(ex->coord, ex->env->ckpt_stats, 64);
+        sl_env_free_task_stats(ex->env);
+        ex->env->ckpt_ntasks = ex->nall;
+        ex->env->ckpt_task_names = sl_calloc((size_t)(ex->nall ? ex->nall : 1), sizeof(char *));
+        for (int i = 0; i < ex->nall; i++) ex->env->ckpt_task_names[i] = sl_strdup(ex->all[i]->name);
+        ex->env->ckpt_task_stats = sl_calloc((size_t)(ex->env->nckpt_stats ? ex->env->nckpt_stats : 1) *
+                                                 (size_t)(ex->nall ? ex->nall : 1),
+                                             sizeof *ex->env->ckpt_task_stats);
+        for (int i = 0; i < ex->env->nckpt_stats; i++)
+            sl_coordinator_task_stats(ex->coord, ex->env->ckpt_stats[i].id,
+                                      &ex->env->ckpt_task_stats[(size_t)i * (size_t)ex->nall]);
     }
     ex->env->ckpt_max_sync_ns = 0;
     for (int i = 0; i < ex->nall; i++)
@@ -823,6 +968,12 @@ int sl_executor_run(sl_executor_t *ex, char *err, size_t errlen) {
 
 void sl_executor_destroy(sl_executor_t *ex) {
     if (!ex) return;
+    for (int i = 0; ex->uploads && i < ex->nall; i++) {
+        int nops = ex->all[i]->nops;
+        for (int k = 0; ex->uploads[i] && k < nops; k++) sl_native_uploads_free(&ex->uploads[i][k]);
+        sl_free(ex->uploads[i]);
+    }
+    sl_free(ex->uploads);
     for (int i = 0; i < ex->nunions; i++) {
         sl_buf_free(ex->unions[i]);
         sl_free(ex->unions[i]);
@@ -881,5 +1032,6 @@ void sl_executor_destroy(sl_executor_t *ex) {
     pthread_mutex_destroy(&ex->mu);
     pthread_cond_destroy(&ex->cv);
     sl_free(ex->job_name);
+    if (ex->rdb_cache) sl_rocksdb_cache_free(ex->rdb_cache);
     sl_free(ex);
 }

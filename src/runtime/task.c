@@ -102,15 +102,21 @@ static sl_ckpt_task_snap_t *take_snapshot(sl_task_t *t, int64_t id, int64_t ts, 
     snap->keyed = sl_calloc((size_t)t->nops, sizeof *snap->keyed);
     snap->timers = sl_calloc((size_t)t->nops, sizeof *snap->timers);
     snap->ranges = sl_calloc((size_t)t->nops, sizeof *snap->ranges);
+    snap->times = sl_calloc((size_t)t->nops, sizeof *snap->times);
+    snap->native = sl_calloc((size_t)t->nops, sizeof *snap->native);
     for (int i = 0; i < t->nops && !t->failed; i++) {
         sl_operator_t *op = t->ops[i];
+        sl_op_snapshot_time(op, &snap->times[i]);
         if (op->vt->snapshot_state) {
             int rc = op->vt->snapshot_state(op, id, &snap->blobs[i]);
             if (rc < 0 && !t->failed) sl_task_fail(t, rc, "snapshot failed");
         }
         if (op->kb) { /* synchronous phase: copy-on-write views, O(key groups) */
             snap->ranges[i] = op->kg_range;
-            int rc = op->kb->ops->snapshot(op->kb, &snap->keyed[i]);
+            char nerr[600] = "";
+            int rc = sl_executor_native_snapshot(t->ex, t, i, &snap->native[i], nerr, sizeof nerr);
+            if (rc < 0 && !t->failed) sl_task_fail(t, rc, nerr);
+            if (rc == 0 && !snap->native[i]) rc = op->kb->ops->snapshot(op->kb, &snap->keyed[i]);
             if (rc == 0 && op->timers) rc = sl_timers_snapshot(op->timers, &snap->timers[i]);
             if (rc < 0 && !t->failed) sl_task_fail(t, rc, "keyed state snapshot failed");
         }
@@ -572,6 +578,11 @@ void *sl_task_main(void *arg) {
             int rc = op->vt->open(op);
             if (rc < 0 && !t->failed) sl_task_fail(t, rc, "open failed");
         }
+    }
+    for (int gi = 0; gi < t->ngates; gi++) { /* a restored watermark never goes back */
+        sl_input_gate_t *g = &t->gates[gi];
+        int64_t wm = t->ops[0]->in_wm[g->input];
+        if (wm > g->valve.out_wm) g->valve.out_wm = wm;
     }
     if (!t->failed && t->nreplay) replay_inflight(t);
     if (!t->failed) run_loop(t);

@@ -131,6 +131,8 @@ typedef struct sl_ckpt_task_snap {
     struct sl_timers_snapshot **timers;   /* per operator, or NULL */
     sl_kg_range_t *ranges;                /* per operator */
     sl_buf_t inflight;                    /* unaligned: in-flight data (sl_inflight_put) */
+    sl_buf_t *times;                      /* per operator: event-time progress (sl_op_snapshot_time) */
+    struct sl_native_snap **native;       /* per operator: RocksDB native snapshot (incremental), or NULL */
     bool unaligned;
     int64_t sync_ns, align_ns;            /* synchronous phase; alignment (first to last barrier) */
 } sl_ckpt_task_snap_t;
@@ -144,6 +146,10 @@ void sl_executor_task_snapshot(sl_executor_t *ex, sl_ckpt_task_snap_t *snap);
 void sl_executor_task_final(sl_executor_t *ex, sl_task_t *t);
 /* Implemented in executor.c: a task reports its failure. */
 void sl_executor_task_failed(sl_executor_t *ex, sl_task_t *t);
+/* Incremental checkpoints: the native snapshot of t's operator k, or
+ * *out = NULL when its state is checkpointed in the canonical format. */
+int sl_executor_native_snapshot(sl_executor_t *ex, sl_task_t *t, int k, struct sl_native_snap **out, char *err,
+                                size_t errlen);
 /* The uid under which the head operator of task t keeps its state. */
 void sl_executor_head_uid(sl_executor_t *ex, int vertex, char *buf, size_t cap);
 void sl_executor_task_done(sl_executor_t *ex, sl_task_t *t);
