@@ -86,6 +86,7 @@ typedef struct opts {
     double ts_step_ms;     /* window throughput: datagen event-time step (< 0: its default) */
     int64_t wm_interval_ms;/* auto watermark interval (engine default 200) */
     int64_t checkpoint_ms; /* > 0: exactly-once checkpoints at this interval, persisted under /tmp */
+    bool rocksdb;          /* keyed state in RocksDB (under /tmp) */
     int at_least_once;
     uint64_t seed;
 } opts_t;
@@ -506,6 +507,10 @@ static int build(sl_env_t *env, char *err, size_t el) {
                                     O.at_least_once ? SL_CHECKPOINT_AT_LEAST_ONCE : SL_CHECKPOINT_EXACTLY_ONCE);
         sl_env_set_checkpoint_dir(env, dir);
     }
+    if (O.rocksdb) {
+        sl_env_set_state_backend(env, SL_STATE_BACKEND_ROCKSDB);
+        sl_env_set_rocksdb_options(env, "/tmp", 256 << 20, 64 << 20);
+    }
     if (O.w != W_WINDOW) {
         sl_source_t src = {&fast_ops, NULL, chain_schema()};
         sl_stream_t *s = sl_from_source(env, src, sl_wm_none(), "source");
@@ -572,6 +577,7 @@ static void usage(FILE *f) {
             "  --late-fraction F    window throughput: datagen late share (default 0.001)\n"
             "  --checkpoint-ms N    exactly-once checkpoints every N ms (persisted under /tmp)\n"
             "  --at-least-once      with --checkpoint-ms: at-least-once (no alignment)\n"
+            "  --backend B          keyed state backend: heap (default) or rocksdb\n"
             "  --ts-step-ms X       window throughput: datagen event-time step per event per\n"
             "                       split (default: datagen's, 1 ms; smaller = more keys live\n"
             "                       per window)\n"
@@ -651,6 +657,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--time-scale")) { NEED(); O.time_scale = atof(v); }
         else if (!strcmp(a, "--wm-interval")) { NEED(); O.wm_interval_ms = parse_count(v); }
         else if (!strcmp(a, "--checkpoint-ms")) { NEED(); O.checkpoint_ms = parse_count(v); }
+        else if (!strcmp(a, "--backend")) { NEED(); O.rocksdb = !strcmp(v, "rocksdb"); }
         else if (!strcmp(a, "--at-least-once")) { O.at_least_once = 1; }
         else if (!strcmp(a, "--late-fraction")) { NEED(); O.late_fraction = atof(v); }
         else if (!strcmp(a, "--ts-step-ms")) { NEED(); O.ts_step_ms = atof(v); }
@@ -761,11 +768,12 @@ int main(int argc, char **argv) {
     printf("workload=%s mode=%s events=%" PRId64 " keys=%s p=%d rate=%s wall_s=%.3f cpu_s=%.3f eps=%.0f "
            "eps_per_core=%.0f out=%" PRId64 " p50_us=%s p99_us=%s p999_us=%s max_us=%s sched_p50_us=%s "
            "sched_p99_us=%s latency_samples=%" PRId64 " windows_fired=%d fire_delay_ms=%s fire_span_ms=%s "
-           "max_rss_mb=%.0f load1=%.2f checkpoints=%" PRId64 " max_sync_us=%" PRId64 " check=%s\n",
+           "max_rss_mb=%.0f load1=%.2f checkpoints=%" PRId64 " max_sync_us=%" PRId64 " backend=%s ckpt_mode=%s check=%s\n",
            workload_names[O.w], O.latency ? "latency" : "throughput", O.events,
            keys_s, O.p, rate_s, wall, cpu, (double)O.events / wall,
            (double)O.events / cpu, R.records, p50, p99, p999, pmax, s50, s99, O.latency ? R.lat.count : 0, nwin, delay_s, span_s,
-           (double)ru.ru_maxrss / 1024.0, load1, ckpts, max_sync_us,
+           (double)ru.ru_maxrss / 1024.0, load1, ckpts, max_sync_us, O.rocksdb ? "rocksdb" : "heap",
+           O.checkpoint_ms <= 0 ? "none" : O.at_least_once ? "at-least-once" : "exactly-once",
            (win ? (got <= expect && got >= expect - expect / 100) : got == expect) && src_out == O.events ? "ok"
                                                                                                           : "MISMATCH");
     return 0;
