@@ -290,10 +290,41 @@ TEST(restore_rescaled_and_corrupt) {
     snprintf(rdb, sizeof rdb, "%s/inc-rocksdb-2", sl_test_tmpdir());
     snprintf(jobdir, sizeof jobdir, "%s/incremental", ck);
     snprintf(shared, sizeof shared, "%s/shared", jobdir);
+    /* the latest retained checkpoint taken while the keyed tasks still ran
+     * (one completed after they finished holds no keyed state: the job was
+     * over, as in Flink) */
+    char from[1300] = "", biggest[400] = "";
+    sl_ckpt_storage_t *stg;
+    char err[600];
+    CHECK_EQ(sl_ckpt_storage_fs_open(ck, "incremental", &stg, err, sizeof err), 0);
+    int64_t *ids;
+    int nids;
+    CHECK_EQ(sl_ckpt_storage_list_completed(stg, &ids, &nids, err, sizeof err), 0);
+    for (int i = 0; i < nids; i++) {
+        sl_ckpt_metadata_t *md;
+        CHECK_EQ(stg->ops->load(stg, ids[i], &md, err, sizeof err), 0);
+        const sl_ckpt_operator_t *op = sl_ckpt_metadata_find_operator(md, "store");
+        if (op && op->subtasks[0].nhandles > 0) {
+            snprintf(from, sizeof from, "%s/chk-%lld", jobdir, (long long)ids[i]);
+            uint64_t best_size = 0; /* its largest shared file: the one to damage below */
+            for (int q = 0; q < op->parallelism; q++)
+                for (int h = 0; h < op->subtasks[q].nhandles; h++) {
+                    const sl_ckpt_state_handle_t *hd = &op->subtasks[q].handles[h];
+                    if (hd->scope == SL_CKPT_SCOPE_SHARED && hd->size > best_size) {
+                        best_size = hd->size;
+                        snprintf(biggest, sizeof biggest, "%s", hd->path);
+                    }
+                }
+        }
+        sl_ckpt_metadata_free(md);
+    }
+    sl_free(ids);
+    stg->ops->destroy(stg);
+    CHECK(from[0]);
     for (int p = 3; p >= 1; p -= 2) {
         atomic_store(&verified, 0);
         atomic_store(&wrong, 0);
-        sl_env_t *env = job(p, ck2, rdb, jobdir);
+        sl_env_t *env = job(p, ck2, rdb, from);
         int rc = sl_env_execute(env, "incremental-restored");
         CHECK_STR(sl_env_error(env), "");
         CHECK_EQ(rc, 0);
@@ -303,24 +334,13 @@ TEST(restore_rescaled_and_corrupt) {
         CHECK_EQ(atomic_load(&verified), NKEYS);
         CHECK_EQ(atomic_load(&wrong), 0);
     }
-    /* flip a byte in the middle of the largest shared file */
-    DIR *d = opendir(shared);
-    CHECK(d != NULL);
-    struct dirent *e;
-    char victim[1500] = "";
-    off_t best = 0;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') continue;
-        char p[1500];
-        snprintf(p, sizeof p, "%s/%s", shared, e->d_name);
-        struct stat sb;
-        if (stat(p, &sb) == 0 && sb.st_size > best) {
-            best = sb.st_size;
-            snprintf(victim, sizeof victim, "%s", p);
-        }
-    }
-    closedir(d);
-    CHECK(victim[0]);
+    /* flip a byte in the middle of the largest shared file the restored checkpoint refers to */
+    CHECK(biggest[0]);
+    char victim[1700];
+    snprintf(victim, sizeof victim, "%s/%s", shared, biggest);
+    struct stat sb;
+    CHECK_EQ(stat(victim, &sb), 0);
+    off_t best = sb.st_size;
     FILE *f = fopen(victim, "r+b");
     CHECK(f != NULL);
     fseek(f, best / 2, SEEK_SET);
@@ -328,7 +348,7 @@ TEST(restore_rescaled_and_corrupt) {
     fseek(f, best / 2, SEEK_SET);
     fputc(c ^ 0x5a, f);
     fclose(f);
-    sl_env_t *env = job(2, ck2, rdb, jobdir);
+    sl_env_t *env = job(2, ck2, rdb, from);
     int rc = sl_env_execute(env, "incremental-restored");
     fprintf(stderr, "  corrupt shared file: %s\n", sl_env_error(env));
     CHECK(rc < 0);
