@@ -372,7 +372,7 @@ TEST(nothing_visible_before_commit) {
             (long long)sl_env_checkpoints_completed(env), atomic_load(&watch_observations),
             atomic_load(&watch_midway), atomic_load(&watch_violations));
     CHECK(sl_env_checkpoints_completed(env) >= 5);
-    CHECK(atomic_load(&watch_midway) >= 10);
+    CHECK(atomic_load(&watch_midway) >= 3); /* it saw the table between commits, not only before and after */
     CHECK_EQ(atomic_load(&watch_violations), 0);
     CHECK_EQ(atomic_load(&vis_lower), N);
     sl_env_destroy(env);
