@@ -44,6 +44,8 @@ static int seq_create(void *ctx, int subtask, int p, void **reader, int *nsplits
 }
 
 static atomic_int failed;
+static atomic_llong alerts, processed, commits;
+static int64_t fail_after_records, fail_after_commits;
 
 static int seq_poll(void *reader, sl_source_output_t *out, int max, char *err, size_t el) {
     seq_reader_t *r = reader;
@@ -67,6 +69,16 @@ static int seq_poll(void *reader, sl_source_output_t *out, int max, char *err, s
         if (r->pos[i] >= total) {
             sl_src_split_finished(out, i);
             done++;
+        }
+    }
+    if (done == r->nown && !atomic_load(&failed)) {
+        /* Everything emitted before the checker's failure could happen (no
+         * checkpoint completed in time on a slow machine): keep the job
+         * running until one did, then fail here — a user function still. */
+        if (atomic_load(&commits) < fail_after_commits) return SL_SRC_IDLE;
+        if (!atomic_exchange(&failed, 1)) {
+            snprintf(err, el, "injected failure in the source");
+            return SL_EUSER;
         }
     }
     return done == r->nown ? SL_SRC_END : emitted ? SL_SRC_MORE : SL_SRC_IDLE;
@@ -116,8 +128,6 @@ static const sl_source_ops_t seq_ops = {.name = "sequences",
 
 /* ---- the checker: keyed state "last"; an alert unless seq == last + 1 ---- */
 
-static atomic_llong alerts, processed, commits;
-static int64_t fail_after_records, fail_after_commits;
 
 typedef struct checker {
     sl_state_t *last;
