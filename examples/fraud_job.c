@@ -135,7 +135,7 @@ int fraud_run(const fraud_opts_t *o, fraud_summary_t *sum, char *err, size_t err
             if (!st[i].completed) continue;
             sum->ckpt_last_ms = st[i].duration_ms;
             if (st[i].duration_ms > sum->ckpt_max_ms) sum->ckpt_max_ms = st[i].duration_ms;
-            sum->ckpt_last = st[i];
+            if (st[i].state_bytes > 0) sum->ckpt_last = st[i]; /* the last one the running tasks took */
         }
         if (sum->ckpt_last.id > 0) {
             int nt = sl_env_checkpoint_task_stats(env, sum->ckpt_last.id, sum->ckpt_tasks, 16);

@@ -261,7 +261,7 @@ TEST(cli) {
     CHECK_CONTAINS(out, "checkpoints");
     CHECK_CONTAINS(out, "synchronous phase max");
     CHECK_CONTAINS(out, "per task:");            /* the last checkpoint's figures per task */
-    CHECK_CONTAINS(out, "count-and-sum (1/1)");
+    CHECK_CONTAINS(out, "count-and-sum");
     CHECK_EQ(run_cli("-D execution.checkpointing.intervall=10s", out, sizeof out), 2);
     CHECK_CONTAINS(out, "execution.checkpointing.interval"); /* did you mean */
     /* a setting sluice does not have is refused by name */

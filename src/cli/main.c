@@ -244,7 +244,7 @@ int main(int argc, char **argv) {
         printf("                end to end: last %lld ms, max %lld ms; synchronous phase max %lld us\n",
                (long long)s.ckpt_last_ms, (long long)s.ckpt_max_ms, (long long)s.ckpt_max_sync_us);
         if (s.ckpt_last.id > 0) {
-            printf("                last (chk-%lld): %lld bytes persisted, %lld in flight; per task:\n",
+            printf("                last taken while running (chk-%lld): %lld bytes persisted, %lld in flight; per task:\n",
                    (long long)s.ckpt_last.id, (long long)s.ckpt_last.state_bytes,
                    (long long)s.ckpt_last.inflight_bytes);
             printf("                  %-44s %10s %10s %10s %12s\n", "task", "align us", "sync us", "async us",
