@@ -1364,7 +1364,9 @@ TEST(keyed_process_job_with_ttl_restarts) {
     if (rc) fprintf(stderr, "  job: %s\n", sl_env_error(env));
     CHECK_EQ(rc, 0);
     CHECK_EQ(sl_env_restarts(env), 1);
-    CHECK(sl_env_checkpoints_completed(env) >= 1);
+    /* a checkpoint completed before the failure (the count of the last
+     * attempt may be 0: its replay can end before the next one) */
+    CHECK(atomic_load(&e2e_ckpt_done));
     sl_schema_t *sc = sl_schema_parse(osc, NULL, 0);
     memset(seen, 0, sizeof seen);
     int bad = 0;
