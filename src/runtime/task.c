@@ -516,7 +516,10 @@ static void run_loop(sl_task_t *t) {
             did = r == SL_SRC_MORE;
             int64_t tick = sl_source_op_next_tick(t->ops[0]);
             if (tick < next) next = tick;
-            if (r == SL_SRC_IDLE && next == INT64_MAX) next = sl_task_now(t) + 1;
+            /* An idle source (e.g. a rate-limited reader ahead of its
+             * schedule) is polled again within 1 ms, not at the next
+             * watermark tick or after the 50 ms idle wait. */
+            if (r == SL_SRC_IDLE && next > sl_task_now(t) + 1) next = sl_task_now(t) + 1;
         } else {
             if (SL_UNLIKELY(t->bh.unaligned && t->bh.current >= 0 && !t->bh.snapshotted))
                 on_barrier_action(t, sl_bh_timeout(&t->bh, sl_wall_ms()), t->bh.current, t->bh.current_ts);

@@ -1,0 +1,30 @@
+/*
+ * q0 — pass-through: every bid, projected.  Measures the cost of moving an
+ * event through the engine.
+ *
+ *   SELECT auction, bidder, price, channel, url, dateTime FROM bid
+ *
+ * Flink: events.filter(isBid).map(project)
+ */
+#include "queries.h"
+
+static int q0_project(void *ctx, const sl_record_t *in, sl_row_writer_t *out) {
+    const sl_row_t *r = &in->row;
+    sl_rw_set_i64(out, 0, sl_row_i64(r, SL_NXF_BID_AUCTION));
+    sl_rw_set_i64(out, 1, sl_row_i64(r, SL_NXF_BID_BIDDER));
+    sl_rw_set_i64(out, 2, sl_row_i64(r, SL_NXF_BID_PRICE));
+    sl_rw_copy_field(out, 3, r, SL_NXF_BID_CHANNEL);
+    sl_rw_copy_field(out, 4, r, SL_NXF_BID_URL);
+    sl_rw_set_i64(out, 5, sl_row_i64(r, SL_NXF_DATE_TIME));
+    sl_rw_copy_field(out, 6, r, SL_NXF_EMIT_NS);
+    return 0;
+}
+
+sl_stream_t *nx_q0(sl_stream_t *events, const nx_query_opts_t *o) {
+    sl_stream_t *bids = sl_name(sl_filter(events, nx_is_bid, NULL), "bids");
+    sl_schema_t *out = sl_schema_parse("auction BIGINT NOT NULL, bidder BIGINT NOT NULL, price BIGINT NOT NULL, "
+                                       "channel VARCHAR, url VARCHAR, date_time TIMESTAMP(3) NOT NULL, "
+                                       "emit_ns BIGINT",
+                                       NULL, 0);
+    return sl_name(sl_map(bids, q0_project, NULL, out), "q0");
+}
