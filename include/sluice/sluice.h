@@ -587,7 +587,11 @@ typedef struct sl_aggregate_fn {
     uint32_t acc_size;
     void (*init)(void *ctx, void *acc);
     int (*add)(void *ctx, void *acc, const sl_record_t *in);
-    void (*merge)(void *ctx, void *acc, const void *other); /* needed for session windows */
+    /* Folds `other` into acc.  Needed for session windows; with it, sliding
+     * event-time windows are sliced: a record updates one pane of
+     * gcd(size, slide) instead of size / slide windows, and a firing merges
+     * the window's panes (Flink SQL's slicing). */
+    void (*merge)(void *ctx, void *acc, const void *other);
     /* Writes the result row; key and window describe what fired. */
     int (*result)(void *ctx, const void *acc, const uint8_t *key, uint32_t keylen,
                   const sl_window_t *win, sl_row_writer_t *out);

@@ -49,10 +49,23 @@
  * are derived data: a restore can rebuild them from the window-contents
  * state (each entry's namespace is its window).
  *
+ * Sliced sliding windows (event-time fast path with an aggregate function
+ * that has merge).  A sliding window of size S and slide L is a union of
+ * panes of gcd(S, L); instead of adding every record to S / L windows,
+ * the operator adds it to its one pane ("window-panes" state, namespace =
+ * the pane) and, when a window fires, merges the key's panes of that window
+ * (Flink SQL's slicing windows).  Buckets hold the keys per pane.  A window
+ * fires when the watermark passes its max timestamp, for every key with
+ * contents in one of its panes; a record for a window that has fired but
+ * is within its allowed lateness fires that window again for its key; a
+ * pane is removed when the last window containing it is cleaned up.  The
+ * results are exactly those of the per-window path.
+ *
  * Everything runs on the task's thread.
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "common/common.h"
 #include "windowing/window.h"
@@ -121,6 +134,18 @@ struct win_op {
     win_bucket_t *buckets;
     int nbuckets, buckets_cap;
     int last_bucket;
+
+    /* sliced sliding windows: buckets are panes (see the file comment) */
+    bool sliced;
+    int64_t pane;     /* gcd(size, slide) */
+    int64_t fired_wm; /* windows with max timestamp <= this have fired */
+    void *sacc;       /* acc_size bytes: the merged panes of one window */
+    uint32_t seen_cap;
+    uint64_t *seen_h; /* keys of the window being fired (open addressing) */
+    const uint8_t **seen_k;
+    uint32_t *seen_l;
+    uint32_t *seen_order; /* slots in the order the keys were met */
+    uint8_t *seen_acc;    /* seen_cap accumulators */
 };
 
 static const sl_operator_vt_t window_vt;
@@ -736,6 +761,215 @@ static int process_fast(win_op_t *op, const sl_record_t *rec, int64_t t) {
     return 0;
 }
 
+/* ---- sliced sliding windows ------------------------------------------ */
+
+static inline sl_window_t pane_of(const win_op_t *op, int64_t t) {
+    sl_window_t p;
+    p.start = sl_window_start(t, op->assigner->offset, op->pane);
+    if (SL_UNLIKELY(__builtin_add_overflow(p.start, op->pane, &p.end))) p.end = INT64_MAX;
+    return p;
+}
+
+/* The window result of window w for the current key: its panes merged.
+ * Nothing when the key has no contents in w. */
+static int emit_sliced(win_op_t *op, const sl_window_t *w) {
+    const sl_aggregate_fn_t *f = &op->spec->agg;
+    sl_keyed_backend_t *kb = KB(op);
+    memset(op->sacc, 0, f->acc_size ? f->acc_size : 1);
+    if (f->init) f->init(f->ctx, op->sacc);
+    bool any = false;
+    for (int64_t a = w->start; a < w->end;) {
+        sl_window_t p = pane_of(op, a);
+        uint8_t ns[SL_WINDOW_NS_LEN];
+        sl_window_to_ns(&p, ns);
+        uint32_t len = 0;
+        const void *v = kb->ops->get(kb, op->sid_contents, ns, SL_WINDOW_NS_LEN, &len);
+        if (v) {
+            if (SL_UNLIKELY(len != f->acc_size)) return fail_state(op, "pane accumulator of the wrong size");
+            f->merge(f->ctx, op->sacc, v);
+            any = true;
+        }
+        if (p.end <= a) break; /* saturated at the end of time */
+        a = p.end;
+    }
+    return any ? emit_aggregate(op, w, op->sacc) : 0;
+}
+
+static int process_sliced(win_op_t *op, const sl_record_t *rec, int64_t t) {
+    int64_t wm = op->base.wm;
+    sl_window_t p = pane_of(op, t);
+    /* the windows containing t are those containing its pane */
+    int nw = assign(op, t);
+    bool taken = false;
+    for (int i = 0; i < nw; i++)
+        if (cleanup_time(op, &op->wins[i]) > wm) taken = true;
+    if (SL_UNLIKELY(!taken)) {
+        late_record(op, rec);
+        return 0;
+    }
+    bool created;
+    int rc = contents_add(op, &p, rec, &created);
+    if (SL_UNLIKELY(rc < 0)) return rc;
+    if (SL_UNLIKELY(created)) bucket_add(op, &p);
+    /* EventTimeTrigger: a window that has fired fires again at once */
+    for (int i = nw - 1; i >= 0; i--) {
+        const sl_window_t *w = &op->wins[i];
+        if (sl_window_max_ts(w) <= wm && cleanup_time(op, w) > wm) {
+            rc = emit_sliced(op, w);
+            if (rc < 0) return rc;
+        }
+    }
+    return 0;
+}
+
+/* The slot of key (h, k, len) in the table of the window being fired;
+ * *fresh tells whether it was added now. */
+static uint32_t seen_slot(win_op_t *op, uint64_t h, const uint8_t *k, uint32_t len, bool *fresh) {
+    uint32_t mask = op->seen_cap - 1;
+    for (uint32_t i = (uint32_t)(h >> 32) & mask;; i = (i + 1) & mask) {
+        if (!op->seen_k[i]) {
+            op->seen_h[i] = h;
+            op->seen_k[i] = k;
+            op->seen_l[i] = len;
+            *fresh = true;
+            return i;
+        }
+        if (op->seen_h[i] == h && op->seen_l[i] == len && memcmp(op->seen_k[i], k, len) == 0) {
+            *fresh = false;
+            return i;
+        }
+    }
+}
+
+/* Fires window w: walks the keys of its panes once, merging each (key,
+ * pane) accumulator into the key's accumulator for w (one lookup per pane
+ * entry, none for the panes a key has nothing in), then emits every key's
+ * result in the order the keys were first met. */
+static int fire_sliced(win_op_t *op, const sl_window_t *w) {
+    const sl_aggregate_fn_t *f = &op->spec->agg;
+    int lo = 0;
+    while (lo < op->nbuckets && op->buckets[lo].w.start < w->start) lo++;
+    int hi = lo;
+    int64_t nkeys = 0;
+    while (hi < op->nbuckets && op->buckets[hi].w.start < w->end) nkeys += op->buckets[hi++].nkeys;
+    if (!nkeys) return 0;
+    uint32_t cap = 16;
+    while (cap < 2 * nkeys) cap *= 2;
+    size_t asz = f->acc_size ? f->acc_size : 1;
+    if (cap > op->seen_cap) {
+        sl_free(op->seen_h);
+        sl_free(op->seen_k);
+        sl_free(op->seen_l);
+        sl_free(op->seen_order);
+        sl_free(op->seen_acc);
+        op->seen_cap = cap;
+        op->seen_h = sl_malloc(cap * sizeof *op->seen_h);
+        op->seen_k = sl_malloc(cap * sizeof *op->seen_k);
+        op->seen_l = sl_malloc(cap * sizeof *op->seen_l);
+        op->seen_order = sl_malloc(cap * sizeof *op->seen_order);
+        op->seen_acc = sl_malloc(cap * asz);
+    }
+    memset(op->seen_k, 0, op->seen_cap * sizeof *op->seen_k);
+    sl_keyed_backend_t *kb = KB(op);
+    uint32_t n = 0;
+    for (int i = lo; i < hi; i++) {
+        const win_bucket_t *b = &op->buckets[i];
+        uint8_t ns[SL_WINDOW_NS_LEN];
+        sl_window_to_ns(&b->w, ns);
+        const uint8_t *p = b->keys.p, *end = b->keys.p + b->keys.len;
+        while (p < end) {
+            uint64_t h = sl_ld64(p);
+            uint32_t len = sl_ld32(p + 8);
+            const uint8_t *key = p + 12;
+            size_t need = 12 + (size_t)len;
+            p += need + (8 - need % 8) % 8;
+            sl_kb_set_key_hashed(kb, key, len, h);
+            uint32_t vlen = 0;
+            const void *v = kb->ops->get(kb, op->sid_contents, ns, SL_WINDOW_NS_LEN, &vlen);
+            if (!v) continue;
+            if (SL_UNLIKELY(vlen != f->acc_size)) return fail_state(op, "pane accumulator of the wrong size");
+            bool fresh;
+            uint32_t slot = seen_slot(op, h, key, len, &fresh);
+            uint8_t *acc = op->seen_acc + (size_t)slot * asz;
+            if (fresh) {
+                memset(acc, 0, asz);
+                if (f->init) f->init(f->ctx, acc);
+                op->seen_order[n++] = slot;
+            }
+            f->merge(f->ctx, acc, v);
+        }
+    }
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t slot = op->seen_order[j];
+        sl_kb_set_key_hashed(kb, op->seen_k[slot], op->seen_l[slot], op->seen_h[slot]);
+        int rc = emit_aggregate(op, w, op->seen_acc + (size_t)slot * asz);
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The watermark moved from op->fired_wm to wm: fires the windows whose max
+ * timestamp it passed, in order of their end, then drops the panes whose
+ * last window is cleaned up. */
+static int panes_advance(win_op_t *op, int64_t wm) {
+    if (wm <= op->fired_wm) return 0;
+    /* the windows to fire: those of existing panes with max in (fired_wm, wm] */
+    sl_buf_t *ends = &op->buf;
+    ends->len = 0;
+    for (int i = 0; i < op->nbuckets; i++) {
+        int nw = assign(op, op->buckets[i].w.start);
+        for (int k = 0; k < nw; k++) {
+            int64_t max = sl_window_max_ts(&op->wins[k]);
+            if (max > op->fired_wm && max <= wm) sl_buf_append(ends, &op->wins[k].start, sizeof(int64_t));
+        }
+    }
+    int64_t *starts = (int64_t *)(void *)ends->p;
+    size_t n = ends->len / sizeof(int64_t);
+    if (n > 1) qsort(starts, n, sizeof *starts, cmp_i64);
+    for (size_t i = 0; i < n; i++) {
+        if (i && starts[i] == starts[i - 1]) continue;
+        sl_window_t w;
+        w.start = starts[i];
+        if (SL_UNLIKELY(__builtin_add_overflow(w.start, op->assigner->size, &w.end))) w.end = INT64_MAX;
+        int rc = fire_sliced(op, &w);
+        if (rc < 0) return rc;
+    }
+    op->fired_wm = wm;
+    /* panes in start order; the cleanup time of a pane's last window grows
+     * with the pane, so the ones to drop are a prefix */
+    int done = 0;
+    sl_keyed_backend_t *kb = KB(op);
+    for (; done < op->nbuckets; done++) {
+        win_bucket_t *b = &op->buckets[done];
+        sl_window_t last;
+        last.start = sl_window_start(b->w.start, op->assigner->offset, op->assigner->slide);
+        if (SL_UNLIKELY(__builtin_add_overflow(last.start, op->assigner->size, &last.end))) last.end = INT64_MAX;
+        if (cleanup_time(op, &last) > wm) break;
+        const uint8_t *p = b->keys.p, *end = b->keys.p + b->keys.len;
+        while (p < end) {
+            uint64_t h = sl_ld64(p);
+            uint32_t len = sl_ld32(p + 8);
+            const uint8_t *key = p + 12;
+            size_t need = 12 + (size_t)len;
+            p += need + (8 - need % 8) % 8;
+            sl_kb_set_key_hashed(kb, key, len, h);
+            contents_clear(op, &b->w);
+        }
+        sl_buf_free(&b->keys);
+    }
+    if (done) {
+        memmove(op->buckets, op->buckets + done, (size_t)(op->nbuckets - done) * sizeof *op->buckets);
+        op->nbuckets -= done;
+        op->last_bucket = 0;
+    }
+    return 0;
+}
+
 /* After the trigger answered r for window w (contents in sw). */
 static int act(win_op_t *op, sl_trigger_result_t r, const sl_window_t *w, const sl_window_t *sw) {
     if (r & SL_TRIGGER_FIRE) {
@@ -863,6 +1097,7 @@ static int w_process_current_key(sl_operator_t *o, const sl_record_t *rec) {
     } else {
         t = sl_op_now(o);
     }
+    if (op->sliced) return process_sliced(op, rec, t);
     if (op->fast) return process_fast(op, rec, t);
     if (op->merging) return process_merging(op, rec, t);
     return process_general(op, rec, t);
@@ -900,7 +1135,7 @@ static int on_timer(win_op_t *op, sl_time_domain_t d, const sl_timer_t *tm) {
 static int w_advance_watermark(sl_operator_t *o, int64_t wm) {
     win_op_t *op = (win_op_t *)o;
     if (op->fast && op->event_time) {
-        int rc = buckets_advance(op, wm);
+        int rc = op->sliced ? panes_advance(op, wm) : buckets_advance(op, wm);
         if (rc < 0) return rc;
     }
     sl_timer_t t;
@@ -945,7 +1180,10 @@ static int w_open(sl_operator_t *o) {
     op->put_after_mut = strcmp(o->kb->ops->name, "heap") != 0;
     if (op->late_tag_missing)
         return sl_op_fail(o, SL_EINVAL, "late-data side output '%s' is not declared", op->spec->late_tag);
-    sl_state_desc_t d = {.name = "window-contents", .kind = op->list_state ? SL_STATE_LIST : SL_STATE_VALUE};
+    /* sliced: another name, so that per-window contents of a checkpoint
+     * taken without slicing are never read as panes (and back) */
+    sl_state_desc_t d = {.name = op->sliced ? "window-panes" : "window-contents",
+                         .kind = op->list_state ? SL_STATE_LIST : SL_STATE_VALUE};
     op->sid_contents = o->kb->ops->register_state(o->kb, &d);
     if (op->sid_contents < 0) return fail_state(op, "registering window-contents");
     for (int i = 0; i < op->ntrigger; i++) {
@@ -960,6 +1198,7 @@ static int w_open(sl_operator_t *o) {
         op->sid_merge = o->kb->ops->register_state(o->kb, &md);
         if (op->sid_merge < 0) return fail_state(op, "registering merging-window-set");
     }
+    op->fired_wm = o->wm; /* restored: the windows up to it have fired */
     /* Restored state: the window buckets are derived from the contents. */
     if (op->fast && op->event_time && o->kb->ops->count(o->kb, op->sid_contents) > 0)
         o->kb->ops->foreach_entry(o->kb, op->sid_contents, rebuild_bucket, op);
@@ -979,6 +1218,12 @@ static void w_destroy(sl_operator_t *o) {
     sl_free(op->vals);
     sl_free(op->lens);
     sl_free(op->acc);
+    sl_free(op->sacc);
+    sl_free(op->seen_h);
+    sl_free(op->seen_k);
+    sl_free(op->seen_l);
+    sl_free(op->seen_order);
+    sl_free(op->seen_acc);
     sl_mws_free(&op->mws);
     sl_buf_free(&op->mws_buf);
     sl_collector_free(&op->col);
@@ -1038,6 +1283,21 @@ sl_operator_t *sl_window_op_create(const void *spec_, const sl_op_init_t *init) 
     sl_rw_init(&op->rw);
     sl_rw_init(&op->rw2);
     if (s->fn_kind == SL_WINDOW_FN_AGGREGATE) op->acc = sl_calloc(1, s->agg.acc_size ? s->agg.acc_size : 1);
+    if (op->fast && op->event_time && s->assigner->kind == SL_ASSIGNER_SLIDING &&
+        s->fn_kind == SL_WINDOW_FN_AGGREGATE && s->agg.merge && s->assigner->slide > 0) {
+        int64_t a = s->assigner->size, b = s->assigner->slide;
+        while (b) {
+            int64_t r = a % b;
+            a = b;
+            b = r;
+        }
+        /* merging more than 64 panes per firing costs more than it saves */
+        if (a > 0 && s->assigner->size / a <= 64) {
+            op->sliced = true;
+            op->pane = a;
+            op->sacc = sl_calloc(1, s->agg.acc_size ? s->agg.acc_size : 1);
+        }
+    }
     sl_mws_init(&op->mws);
     sl_collector_init(&op->col, &op->base);
     op->tctx.c.ops = &tctx_ops;
