@@ -406,6 +406,48 @@ TEST(q0_passthrough) {
     rows_free(&want);
 }
 
+/* A rate-limited source (sl_nexmark_opts_t.rate) emits every event, not
+ * faster than the rate: it sleeps until its next event is due
+ * (sl_src_idle_until) and wakes for it. */
+TEST(rate_limited_source) {
+    enum { N = 4000 };
+    const double rate = 20000; /* events/s over the whole source: >= 0.2 s */
+    QO = nx_query_defaults();
+    sl_nexmark_opts_t o = test_opts(N);
+    o.rate = rate;
+    collected_t *c = collected_new();
+    sl_env_t *env = sl_env_new();
+    sl_env_set_parallelism(env, 2);
+    sl_stream_t *ev = sl_from_source(env, sl_nexmark_source(o), sl_wm_bounded("date_time", 4000), "nexmark");
+    sl_stream_t *out = nx_query_find("q0")->build(ev, &QO);
+    sl_schema_t *s = sl_schema_ref((sl_schema_t *)sl_stream_schema(out));
+    sl_sink_to(out, collect_sink(c), "collect");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = sl_env_execute(env, "rate");
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CHECK_EQ(rc, 0);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    rows_t got = {0}, want = {0};
+    rows_from_collected(&got, c, s);
+    for (int64_t n = 0; n < N; n++) {
+        const sl_nexmark_event_t *e = &EV[n];
+        if (e->type != SL_NX_BID) continue;
+        rows_add(&want, "%lld|%lld|%lld|%.*s|%.*s|%lld", (long long)e->bid.auction, (long long)e->bid.bidder,
+                 (long long)e->bid.price, T(e->bid.channel), T(e->bid.url), (long long)e->date_time);
+    }
+    CHECK(rows_equal(&got, &want, "q0 rate-limited"));
+    /* each subtask emits its half at rate / 2: the last events are due at
+     * (N / 2 - 1) / (rate / 2) s after the start */
+    CHECK(secs >= (double)(N - 2) / rate * 0.99);
+    printf("  %d events at %.0f/s in %.3f s\n", N, rate, secs);
+    rows_free(&got);
+    rows_free(&want);
+    sl_schema_unref(s);
+    collected_free(c);
+    sl_env_destroy(env);
+}
+
 TEST(q1_currency) {
     rows_t want = {0};
     for (int64_t n = 0; n < NEV; n++) {
@@ -785,6 +827,7 @@ int main(void) {
     RUN(source_splits_union);
     RUN(source_snapshot_restore);
     RUN(q0_passthrough);
+    RUN(rate_limited_source);
     RUN(q1_currency);
     RUN(q2_selection);
     RUN(q3_join);

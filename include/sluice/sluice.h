@@ -291,6 +291,12 @@ SL_API void sl_src_split_finished(sl_source_output_t *out, int split);
 SL_API int sl_src_add_split(sl_source_output_t *out);
 /* Counts a skipped record (bad input under a skip policy). */
 SL_API void sl_src_count_skipped(sl_source_output_t *out, int64_t n);
+/* Inside a poll that returns SL_SRC_IDLE: the reader knows when it next has
+ * data (CLOCK_MONOTONIC nanoseconds, e.g. a rate-limited reader's next
+ * due record), and the task sleeps until exactly then instead of polling
+ * again within a millisecond.  Input from the mailbox (a checkpoint, a
+ * cancel) still wakes it at once. */
+SL_API void sl_src_idle_until(sl_source_output_t *out, int64_t mono_ns);
 
 typedef struct sl_sink_ops {
     const char *name;

@@ -77,6 +77,8 @@ struct sl_nexmark_gen {
     int64_t events_for_auctions;    /* events until num_in_flight_auctions more auctions */
 };
 
+#define NX_MIN_SLEEP_NS 50000 /* a rate-limited reader's shortest sleep */
+
 /* ---- random draws ------------------------------------------------------- */
 
 static inline uint64_t nx_mix(uint64_t z) { /* splitmix64's finalizer */
@@ -551,9 +553,20 @@ static int nx_poll(void *reader, sl_source_output_t *out, int max, char *err, si
     if (r->rate > 0) {
         int64_t now = sl_mono_ns();
         if (!r->t0) r->t0 = s->o.start_ns ? s->o.start_ns : now;
-        if (now < r->t0) return SL_SRC_IDLE;
+        if (now < r->t0) {
+            sl_src_idle_until(out, r->t0);
+            return SL_SRC_IDLE;
+        }
         int64_t allowed = (int64_t)((double)(now - r->t0) * r->rate / 1e9) + 1 - r->emitted;
-        if (allowed <= 0) return SL_SRC_IDLE;
+        if (allowed <= 0) {
+            /* The next record is due when (now - t0) * rate = emitted; at
+             * high rates, sleep at least NX_MIN_SLEEP_NS and emit what is
+             * due then in one batch (fewer wake-ups, each record at most
+             * that late). */
+            int64_t due = r->t0 + (int64_t)ceil((double)r->emitted * 1e9 / r->rate);
+            sl_src_idle_until(out, SL_MAX(due, now + NX_MIN_SLEEP_NS));
+            return SL_SRC_IDLE;
+        }
         budget = SL_MIN(budget, allowed);
     }
     const int64_t S = r->nsplits_total;

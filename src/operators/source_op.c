@@ -89,6 +89,7 @@ struct sl_source_output {
     int64_t n, cap;
     bool finished[256];
     int64_t skipped;
+    int64_t idle_until_ns; /* set by sl_src_idle_until during a poll, else 0 */
 };
 
 typedef struct source_op {
@@ -235,6 +236,8 @@ int sl_src_add_split(sl_source_output_t *out) {
     return op->nsplits++;
 }
 
+void sl_src_idle_until(sl_source_output_t *out, int64_t mono_ns) { out->idle_until_ns = mono_ns; }
+
 void sl_src_count_skipped(sl_source_output_t *out, int64_t n) {
     if (out->op)
         out->op->base.records_skipped += n;
@@ -325,6 +328,7 @@ int sl_source_op_poll(sl_operator_t *o, int max) {
     source_op_t *op = (source_op_t *)o;
     if (op->ended) return SL_SRC_END;
     char err[512] = "";
+    op->out.idle_until_ns = 0;
     int rc = op->spec->node->source.ops->poll(op->reader, &op->out, max, err, sizeof err);
     if (rc < 0) return sl_op_fail(o, rc, "%s", err[0] ? err : sl_strerror(rc));
     if (op->next_tick != INT64_MAX) {
@@ -348,6 +352,8 @@ int sl_source_op_poll(sl_operator_t *o, int max) {
 }
 
 int64_t sl_source_op_next_tick(sl_operator_t *o) { return ((source_op_t *)o)->next_tick; }
+
+int64_t sl_source_op_idle_until_ns(sl_operator_t *o) { return ((source_op_t *)o)->out.idle_until_ns; }
 int64_t sl_source_op_skipped(sl_operator_t *o) { return o->records_skipped; }
 
 static void buf_put(void *ctx, const void *p, size_t n) { sl_buf_append(ctx, p, n); }

@@ -20,6 +20,9 @@ int sl_source_op_poll(sl_operator_t *op, int max);
 /* The next processing time at which the source wants to run its periodic
  * watermark emission (INT64_MAX when none). */
 int64_t sl_source_op_next_tick(sl_operator_t *op);
+/* The CLOCK_MONOTONIC time the reader asked to be polled again at, from the
+ * last poll that returned SL_SRC_IDLE (0: it did not say). */
+int64_t sl_source_op_idle_until_ns(sl_operator_t *o);
 int64_t sl_source_op_skipped(sl_operator_t *op);
 
 void *sl_timestamps_spec_new(sl_env_t *env, const sl_schema_t *schema, sl_watermark_strategy_t ws);

@@ -480,8 +480,12 @@ static int64_t fire_timers(sl_task_t *t) {
 }
 
 /* Sleeps until something arrives or until processing time `next_ms`. */
-static void wait_for_work(sl_task_t *t, int64_t next_ms) {
+static void wait_for_work(sl_task_t *t, int64_t next_ms, int64_t until_ns) {
     int64_t deadline = sl_mono_ns() + MAX_IDLE_WAIT_NS;
+    if (until_ns > 0) {
+        if (until_ns <= sl_mono_ns()) return;
+        if (until_ns < deadline) deadline = until_ns;
+    }
     if (next_ms != INT64_MAX) {
         int64_t delta_ms = next_ms - sl_task_now(t);
         if (delta_ms <= 0) return;
@@ -505,6 +509,7 @@ static void run_loop(sl_task_t *t) {
     while (!atomic_load_explicit(&t->cancel, memory_order_relaxed) && !t->failed) {
         if (sl_mailbox_drain(&t->mailbox, t) && (atomic_load(&t->cancel) || t->failed)) break;
         int64_t next = fire_timers(t);
+        int64_t until_ns = 0; /* an idle source's wake-up time, if it gave one */
         bool did = false;
         if (t->is_source) {
             int r = sl_source_op_poll(t->ops[0], SOURCE_BATCH);
@@ -517,9 +522,13 @@ static void run_loop(sl_task_t *t) {
             int64_t tick = sl_source_op_next_tick(t->ops[0]);
             if (tick < next) next = tick;
             /* An idle source (e.g. a rate-limited reader ahead of its
-             * schedule) is polled again within 1 ms, not at the next
+             * schedule) is polled again when it said it has data
+             * (sl_src_idle_until), else within 1 ms — not at the next
              * watermark tick or after the 50 ms idle wait. */
-            if (r == SL_SRC_IDLE && next > sl_task_now(t) + 1) next = sl_task_now(t) + 1;
+            if (r == SL_SRC_IDLE) {
+                until_ns = sl_source_op_idle_until_ns(t->ops[0]);
+                if (!until_ns && next > sl_task_now(t) + 1) next = sl_task_now(t) + 1;
+            }
         } else {
             if (SL_UNLIKELY(t->bh.unaligned && t->bh.current >= 0 && !t->bh.snapshotted))
                 on_barrier_action(t, sl_bh_timeout(&t->bh, sl_wall_ms()), t->bh.current, t->bh.current_ts);
@@ -553,7 +562,7 @@ static void run_loop(sl_task_t *t) {
         }
         if (!did) {
             flush_all(t);
-            wait_for_work(t, next);
+            wait_for_work(t, next, until_ns);
         }
     }
     (void)source_done;
