@@ -145,7 +145,8 @@ try_start() {
     rm -rf "$dir/data"
     mkdir -p "$dir/data"
     write_config "$port" "$cport"
-    id=$(python3 -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')
+    # (an id that starts with '-' would be taken for an option, as Kafka's own Uuid.randomUuid avoids)
+    id=$(python3 -c 'import base64, uuid; print(next(s for s in iter(lambda: base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="), None) if s[0] != "-"))')
     if ! "$(java_bin)" -Xmx256m -cp "$cp" -Dlog4j.configuration="file:$here/kafka/log4j.properties" \
             kafka.tools.StorageTool format -t "$id" -c "$dir/server.properties" >"$dir/format.log" 2>&1; then
         cat "$dir/format.log" >&2

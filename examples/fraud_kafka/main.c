@@ -1,0 +1,231 @@
+/*
+ * main.c — the `fraud_kafka` program: `fraud_kafka produce ...` writes the
+ * seeded transactions into the events topic, `fraud_kafka run ...` runs the
+ * S1-S4 pipeline (see fraud_kafka.h).  `fraud_kafka --help` lists the
+ * options.  run prints a summary as key=value lines on stdout; exit status
+ * 0 when the job finished, 1 when it failed, 2 on a usage error.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "connectors/kafka_common.h"
+#include "fraud_kafka.h"
+
+/* `read`: prints up to max values of a topic (those containing grep), read
+ * from the beginning to its end with a read_committed consumer, then the
+ * total.  For the demo. */
+typedef struct reader {
+    int64_t total, matched, shown, max;
+    const char *grep;
+} reader_t;
+
+static int show(void *ctx, const rd_kafka_message_t *m) {
+    reader_t *r = ctx;
+    r->total++;
+    if (!m->payload) return 0;
+    char *v = strndup(m->payload, m->len);
+    if (!r->grep || strstr(v, r->grep)) {
+        r->matched++;
+        if (r->shown < r->max) {
+            printf("%s\n", v);
+            r->shown++;
+        }
+    }
+    free(v);
+    return 0;
+}
+
+static int read_topic(const char *bootstrap, const char *topic, int64_t max, const char *grep) {
+    reader_t r = {0, 0, 0, max, grep};
+    char err[512];
+    if (sl_kafka_scan(bootstrap, NULL, topic, true, show, &r, 60000, err, sizeof err) != 0) {
+        fprintf(stderr, "fraud_kafka read: %s\n", err);
+        return 1;
+    }
+    if (grep)
+        printf("(%s: %" PRId64 " records read_committed, %" PRId64 " with %s)\n", topic, r.total, r.matched, grep);
+    else
+        printf("(%s: %" PRId64 " records read_committed)\n", topic, r.total);
+    return 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: fraud_kafka produce --bootstrap HOST:PORT [options]\n"
+            "       fraud_kafka run --bootstrap HOST:PORT [options]\n"
+            "       fraud_kafka read --bootstrap HOST:PORT --topic NAME [--max N] [--grep TEXT]\n"
+            "\n"
+            "produce: deterministic card transactions into the events topic (created if missing)\n"
+            "  --topic NAME            events topic (default events)\n"
+            "  --partitions N          partitions of the topic (default 12)\n"
+            "  --events N              transactions (default 40000; with --wall-clock, -1: until killed)\n"
+            "  --cards N               distinct cards (default 500)\n"
+            "  --seed N                (default 42)\n"
+            "  --idle-partition P      partition that gets nothing (default 11; -1 none)\n"
+            "  --span-min M            event time covered per partition, minutes (default 120)\n"
+            "  --late-per-mille L      late transactions, a day behind (default 10)\n"
+            "  --poison N              records that are not transactions (default 0)\n"
+            "  --rate R                records/s (default: as fast as possible)\n"
+            "  --batch N               records per producer batch (default 100)\n"
+            "  --wall-clock            event time = the wall clock when produced (latency runs)\n"
+            "\n"
+            "run: the fraud pipeline\n"
+            "  --events-topic NAME     (default events)\n"
+            "  --decisions-topic NAME  (default fraud-decisions)\n"
+            "  --late-topic NAME       late transactions (default fraud-late; '' to only count them)\n"
+            "  --dead-letter-topic N   with --on-error dead-letter (default fraud-dead-letters)\n"
+            "  --conninfo STR          PostgreSQL connection string (decisions also go to the table)\n"
+            "  --table NAME            (default fraud_decisions)\n"
+            "  --no-pg                 no PostgreSQL even with --conninfo\n"
+            "  --job-id ID             transactional ids, PostgreSQL gids, group (default fraud-kafka)\n"
+            "  -p, --parallelism N     (default 2)\n"
+            "  --checkpoint-interval MS  (default 10000)\n"
+            "  --checkpoint-dir DIR    (default fraud-kafka-checkpoints)\n"
+            "  --retain N              completed checkpoints kept (default 2)\n"
+            "  --restore               resume from the latest complete checkpoint in DIR, if any\n"
+            "  --delivery exactly-once|at-least-once   of the Kafka sinks (default exactly-once)\n"
+            "  --bounded               stop at the end offsets seen at start (default: unbounded)\n"
+            "  --idle-timeout MS       a partition without records this long is idle (default 10000)\n"
+            "  --window-ms MS          tumbling window size (default 300000, S1's 5 minutes)\n"
+            "  --count-threshold N     flag a window with at least N transactions (default 8)\n"
+            "  --sum-threshold X       ... or at least this sum (default 2500)\n"
+            "  --on-error fail|skip|dead-letter   records that are not transactions (default fail)\n"
+            "  --restarts N            restarts inside the process (default 3; 0: a failure ends it)\n"
+            "  --throttle R            at most R records/s per source subtask (default: none)\n"
+            "  --fetch-kb N            max.partition.fetch.bytes in KiB (default 64; small values interleave partitions finely)\n"
+            "  --commit-log FILE       sinks log their pre-commits and commits there\n");
+}
+
+static bool eq(const char *a, const char *b) { return strcmp(a, b) == 0; }
+
+int main(int argc, char **argv) {
+    if (argc < 2 || eq(argv[1], "--help") || eq(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    bool produce = eq(argv[1], "produce"), readcmd = eq(argv[1], "read");
+    if (!produce && !readcmd && !eq(argv[1], "run")) {
+        fprintf(stderr, "fraud_kafka: unknown command '%s' (produce, run or read)\n", argv[1]);
+        return 2;
+    }
+    if (readcmd) {
+        const char *bootstrap = NULL, *topic = NULL, *grep = NULL;
+        int64_t max = 10;
+        for (int i = 2; i + 1 < argc; i += 2) {
+            if (eq(argv[i], "--bootstrap")) bootstrap = argv[i + 1];
+            else if (eq(argv[i], "--topic")) topic = argv[i + 1];
+            else if (eq(argv[i], "--max")) max = atoll(argv[i + 1]);
+            else if (eq(argv[i], "--grep")) grep = argv[i + 1];
+            else {
+                fprintf(stderr, "fraud_kafka read: unknown option '%s'\n", argv[i]);
+                return 2;
+            }
+        }
+        if (!bootstrap || !topic) {
+            fprintf(stderr, "fraud_kafka read: --bootstrap and --topic are required\n");
+            return 2;
+        }
+        return read_topic(bootstrap, topic, max, grep);
+    }
+    fk_opts_t o = fk_defaults();
+    fk_produce_opts_t po;
+    memset(&po, 0, sizeof po);
+    po.topic = "events";
+    po.gen = fk_gen_defaults();
+    bool no_pg = false;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool flag = true;
+        if (eq(a, "--wall-clock")) po.wall_clock = true;
+        else if (eq(a, "--no-pg")) no_pg = true;
+        else if (eq(a, "--restore")) o.restore = true;
+        else if (eq(a, "--bounded")) o.bounded = true;
+        else flag = false;
+        if (flag) continue;
+        if (!v) {
+            fprintf(stderr, "fraud_kafka: %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        if (eq(a, "--bootstrap")) o.bootstrap = po.bootstrap = v;
+        else if (produce && eq(a, "--topic")) po.topic = v;
+        else if (produce && eq(a, "--partitions")) po.gen.partitions = atoi(v);
+        else if (produce && eq(a, "--events")) po.gen.events = atoll(v);
+        else if (produce && eq(a, "--cards")) po.gen.cards = atoll(v);
+        else if (produce && eq(a, "--seed")) po.gen.seed = strtoull(v, NULL, 10);
+        else if (produce && eq(a, "--idle-partition")) po.gen.idle_partition = atoi(v);
+        else if (produce && eq(a, "--span-min")) po.gen.span_ms = atoll(v) * 60000;
+        else if (produce && eq(a, "--late-per-mille")) po.gen.late_per_mille = atoi(v);
+        else if (produce && eq(a, "--poison")) po.gen.poison = atoll(v);
+        else if (produce && eq(a, "--rate")) po.rate = atof(v);
+        else if (produce && eq(a, "--batch")) po.batch = atoi(v);
+        else if (!produce && eq(a, "--events-topic")) o.events_topic = v;
+        else if (!produce && eq(a, "--decisions-topic")) o.decisions_topic = v;
+        else if (!produce && eq(a, "--late-topic")) o.late_topic = v;
+        else if (!produce && eq(a, "--dead-letter-topic")) o.dead_letter_topic = v;
+        else if (!produce && eq(a, "--conninfo")) o.conninfo = v;
+        else if (!produce && eq(a, "--table")) o.table = v;
+        else if (!produce && eq(a, "--job-id")) o.job_id = v;
+        else if (!produce && (eq(a, "-p") || eq(a, "--parallelism"))) o.parallelism = atoi(v);
+        else if (!produce && eq(a, "--checkpoint-interval")) o.checkpoint_interval_ms = atoll(v);
+        else if (!produce && eq(a, "--checkpoint-dir")) o.checkpoint_dir = v;
+        else if (!produce && eq(a, "--retain")) o.checkpoints_retained = atoi(v);
+        else if (!produce && eq(a, "--idle-timeout")) o.idle_timeout_ms = atoll(v);
+        else if (!produce && eq(a, "--window-ms")) o.window_ms = atoll(v);
+        else if (!produce && eq(a, "--count-threshold")) o.count_threshold = atoll(v);
+        else if (!produce && eq(a, "--sum-threshold")) o.sum_threshold = atof(v);
+        else if (!produce && eq(a, "--restarts")) o.restarts = atoi(v);
+        else if (!produce && eq(a, "--throttle")) o.throttle = atof(v);
+        else if (!produce && eq(a, "--fetch-kb")) o.fetch_kb = atoi(v);
+        else if (!produce && eq(a, "--commit-log")) o.commit_log = v;
+        else if (!produce && eq(a, "--delivery")) {
+            if (eq(v, "exactly-once")) o.delivery = SL_DELIVERY_EXACTLY_ONCE;
+            else if (eq(v, "at-least-once")) o.delivery = SL_DELIVERY_AT_LEAST_ONCE;
+            else {
+                fprintf(stderr, "fraud_kafka: --delivery '%s' is not exactly-once or at-least-once\n", v);
+                return 2;
+            }
+        } else if (!produce && eq(a, "--on-error")) {
+            if (eq(v, "fail")) o.on_error = SL_KAFKA_ON_ERROR_FAIL;
+            else if (eq(v, "skip")) o.on_error = SL_KAFKA_ON_ERROR_SKIP;
+            else if (eq(v, "dead-letter")) o.on_error = SL_KAFKA_ON_ERROR_DEAD_LETTER;
+            else {
+                fprintf(stderr, "fraud_kafka: --on-error '%s' is not fail, skip or dead-letter\n", v);
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "fraud_kafka %s: unknown option '%s' (--help lists them)\n", argv[1], a);
+            return 2;
+        }
+    }
+    if (no_pg) o.conninfo = NULL;
+    char err[2048];
+    if (produce) {
+        int64_t n = 0;
+        int rc = fk_produce(&po, &n, err, sizeof err);
+        if (rc) {
+            fprintf(stderr, "fraud_kafka: %s\n", err);
+            return 1;
+        }
+        printf("produced=%" PRId64 "\n", n);
+        return 0;
+    }
+    fk_summary_t s;
+    int rc = fk_run(&o, &s, err, sizeof err);
+    if (rc < 0) {
+        fprintf(stderr, "fraud_kafka: %s\n", err);
+        return 1;
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+                 (double)ru.ru_stime.tv_usec / 1e6;
+    printf("restored=%d\nrecords_out=%" PRId64 "\nskipped=%" PRId64 "\ndecisions=%" PRId64 "\nlate=%" PRId64
+           "\ncheckpoints=%" PRId64 "\nseconds=%.3f\ncpu_seconds=%.3f\n",
+           s.restored ? 1 : 0, s.records_out, s.skipped, s.decisions, s.late, s.checkpoints, s.seconds, cpu);
+    return 0;
+}
