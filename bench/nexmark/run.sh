@@ -20,6 +20,8 @@
 #                      flink-hashmap-ck, flink-rocksdb, flink-rocksdb-ck (default: all; --quick:
 #                      sluice-ck, flink-hashmap-ck, flink-rocksdb-ck).  -ck: exactly-once
 #                      checkpoints every 10 s; sluice = heap state, flink-hashmap = Flink's heap
+#   --ck-interval MS   checkpoint interval of the -ck configurations (default 10000; a run
+#                      shorter than it completes no checkpoint: the tables show how many did)
 #   --event-rate E     events per second of event time (default 1M; see README)
 #   --lat-rate R       latency runs: the input rate both engines get (default 20K); each engine
 #                      also runs at half of its own saturation (its median throughput above)
@@ -33,7 +35,8 @@
 # sys of the whole process — sluice: around sl_env_execute; Flink: the whole
 # JVM from the first generated event to the end of the job, so the
 # MiniCluster's start-up is left out but JIT and GC are in).  Peak RSS is the
-# process's high-water mark.  ratio = sluice per core / Flink per core, with
+# process's high-water mark.  checkpoints: completed checkpoints (sluice's
+# count; Flink: the number of its last completed checkpoint), median.  ratio = sluice per core / Flink per core, with
 # the state backend and checkpoints matched (flink-hashmap[-ck] against
 # sluice[-ck], flink-rocksdb[-ck] against sluice-rocksdb[-ck], or the heap
 # run when there is none).  Latency: the input is emitted at a fixed rate, event time follows
@@ -55,6 +58,7 @@ RUNS=""
 P=2
 CONFIGS=""
 EVENT_RATE=1M
+CK_MS=10000
 LAT_RATE=20K
 LAT_DURATION=10
 LATENCY=1
@@ -73,6 +77,7 @@ while [ $# -gt 0 ]; do
     -p) P="$1"; shift ;;
     --configs) CONFIGS="$1"; shift ;;
     --event-rate) EVENT_RATE="$1"; shift ;;
+    --ck-interval) CK_MS="$1"; shift ;;
     --lat-rate) LAT_RATE="$1"; shift ;;
     --lat-duration) LAT_DURATION="$1"; shift ;;
     --no-latency) LATENCY=0 ;;
@@ -132,8 +137,8 @@ END {
         print ""
         print "### " q
         print ""
-        print "| engine, state, checkpoints | runs | M events/s | M events/s per core | CPU s | peak RSS MB | results | sluice/Flink per core | load1 |"
-        print "|---|---|---|---|---|---|---|---|---|"
+        print "| engine, state, checkpoints | runs | M events/s | M events/s per core | CPU s | peak RSS MB | results | checkpoints | sluice/Flink per core | load1 |"
+        print "|---|---|---|---|---|---|---|---|---|---|"
         delete base; ref = ""
         for (k = 1; k <= nl; k++) {
             split(order[k], f, "|"); if (f[1] != q || f[2] != "tput") continue
@@ -159,10 +164,11 @@ END {
                 else if (base["sluice" ck] != "") b = base["sluice" ck]
                 if (b != "") ratio = sprintf("%.1fx", b / pc)
             }
-            if (!cnt[l]) { printf "| %s | 0 | | | | | %s | | |\n", c, ok; continue }
-            printf "| %s | %d | %.2f%s | %.2f%s | %.2f | %.0f | %s | %s | %.1f |\n", c, cnt[l],
+            if (!cnt[l]) { printf "| %s | 0 | | | | | %s | | | |\n", c, ok; continue }
+            nck = median(l, "checkpoints", 1)
+            printf "| %s | %d | %.2f%s | %.2f%s | %.2f | %.0f | %s | %s | %s | %.1f |\n", c, cnt[l],
                 median(l, "eps", 1e6), range(l, "eps", 1e6, "%.2f"), pc / 1e6, range(l, "eps_per_core", 1e6, "%.2f"),
-                median(l, "cpu_s", 1), median(l, "max_rss_mb", 1), ok, ratio, median(l, "load1", 1)
+                median(l, "cpu_s", 1), median(l, "max_rss_mb", 1), ok, (nck == "" ? "-" : nck), ratio, median(l, "load1", 1)
         }
         hdr = 0
         for (k = 1; k <= nl; k++) {
@@ -237,7 +243,7 @@ half_saturation() { # query, config: half the median eps of its throughput runs 
 
 engine_cmd() { # config -> command line prefix (without query/events)
     local c="$1" ck=""
-    case "$c" in *-ck) ck="--checkpoint-interval 10000 --checkpoint-dir $CK_BASE/$c" ;; esac
+    case "$c" in *-ck) ck="--checkpoint-interval $CK_MS --checkpoint-dir $CK_BASE/$c" ;; esac
     case "$c" in
     sluice | sluice-ck) echo "$SLUICE $ck" ;;
     sluice-rocksdb | sluice-rocksdb-ck) echo "$SLUICE --backend rocksdb $ck" ;;

@@ -3,6 +3,7 @@ package sluice.nexmark;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.configuration.CheckpointingOptions;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.ExternalizedCheckpointRetention;
 import org.apache.flink.configuration.MemorySize;
 import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.configuration.StateBackendOptions;
@@ -34,6 +35,15 @@ public final class NexmarkFlink {
         else if (c == 'G' || c == 'g') m = 1e9;
         if (m != 1) s = s.substring(0, s.length() - 1);
         return (long) (Double.parseDouble(s) * m);
+    }
+
+    /** The number of the last completed checkpoint: the highest chk-N under dir (0: none). */
+    static long lastCheckpoint(String dir) throws java.io.IOException {
+        if (dir == null || !java.nio.file.Files.isDirectory(java.nio.file.Paths.get(dir))) return 0;
+        try (java.util.stream.Stream<java.nio.file.Path> s = java.nio.file.Files.walk(java.nio.file.Paths.get(dir), 3)) {
+            return s.map(x -> x.getFileName().toString()).filter(n -> n.matches("chk-[0-9]+"))
+                    .mapToLong(n -> Long.parseLong(n.substring(4))).max().orElse(0);
+        }
     }
 
     public static void main(String[] args) throws Exception {
@@ -111,6 +121,9 @@ public final class NexmarkFlink {
         if (ckDir != null) {
             conf.set(CheckpointingOptions.CHECKPOINT_STORAGE, "filesystem");
             conf.set(CheckpointingOptions.CHECKPOINTS_DIRECTORY, "file://" + ckDir);
+            // kept after the job so that the number of the last completed checkpoint can be read
+            conf.set(CheckpointingOptions.EXTERNALIZED_CHECKPOINT_RETENTION,
+                    ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION);
         }
         if (latency) conf.set(PipelineOptions.AUTO_WATERMARK_INTERVAL, Duration.ofMillis(1));
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
@@ -142,6 +155,7 @@ public final class NexmarkFlink {
                         + "eps=%.0f eps_per_core=%.0f max_rss_mb=%.0f out=%d checksum=%016x job_wall_s=%.3f job_cpu_s=%.3f",
                 query, backend, ckMs, p, events, wall, cpu, events / wall, events / cpu, Stats.peakRssMb(), Stats.count,
                 Stats.checksum, wallTotal, cpuTotal));
+        sb.append(String.format(" checkpoints=%d", lastCheckpoint(ckDir)));
         if (latency)
             sb.append(String.format(" rate=%.0f latency_samples=%d p50_us=%.1f p99_us=%.1f max_us=%.1f", rate,
                     Stats.latCount, Stats.quantile(0.5) / 1e3, Stats.quantile(0.99) / 1e3, Stats.latMax / 1e3));
