@@ -268,6 +268,13 @@ typedef struct sl_source_ops {
      * parallelism (Flink's union list state).  Called once, right after
      * create_reader. */
     int (*restore)(void *reader, const void *state, size_t len, char *err, size_t errlen);
+    /* Optional: checkpoint `id` completed (every task acknowledged it and
+     * its metadata is durable); the positions the reader's snapshot(id)
+     * wrote are in a complete checkpoint.  On the task's thread, between
+     * polls; a later id covers the earlier ones, some of which may never be
+     * notified.  For side effects such as committing offsets to a consumer
+     * group for monitoring — never for correctness. */
+    void (*notify_checkpoint_complete)(void *reader, int64_t id);
 } sl_source_ops_t;
 
 typedef struct sl_source {

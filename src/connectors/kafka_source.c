@@ -27,10 +27,9 @@
  * in its headers (at least once: the dead-letter producer is flushed at
  * every checkpoint, before the position is written).
  *
- * Group offsets.  With a group id, each checkpoint commits (asynchronously)
- * the positions of the previous checkpoint — for monitoring only; sources
- * have no checkpoint-completion hook yet, and the previous checkpoint is
- * the newest one likely to have completed.
+ * Group offsets.  With a group id, the positions of each checkpoint are
+ * committed (asynchronously) to the group when the checkpoint completes
+ * (notify_checkpoint_complete) — for monitoring only, as Flink does.
  *
  * Threads: the reader runs on its source task's thread only.
  */
@@ -79,6 +78,8 @@ typedef struct ks_pos {
     int64_t next;
 } ks_pos_t;
 
+#define KS_PENDING 8 /* checkpoints in flight whose positions are kept */
+
 typedef struct ks_reader {
     const ks_ctx_t *ctx;
     int subtask, parallelism;
@@ -99,8 +100,13 @@ typedef struct ks_reader {
     rd_kafka_topic_t *dlq_topic;
     int dlq_failed;
     char dlq_msg[512];
-    /* the previous checkpoint's positions, committed to the group at the next */
-    rd_kafka_topic_partition_list_t *prev;
+    /* positions of checkpoints not yet known complete, oldest first,
+     * committed to the group when one completes */
+    struct ks_pending {
+        int64_t id;
+        rd_kafka_topic_partition_list_t *pos;
+    } pending[KS_PENDING];
+    int npending;
     int failed;
     char failmsg[1024];
 } ks_reader_t;
@@ -121,7 +127,7 @@ static void reader_free(ks_reader_t *r) {
         rd_kafka_flush(r->dlq, 5000);
         rd_kafka_destroy(r->dlq);
     }
-    if (r->prev) rd_kafka_topic_partition_list_destroy(r->prev);
+    for (int i = 0; i < r->npending; i++) rd_kafka_topic_partition_list_destroy(r->pending[i].pos);
     for (int t = 0; r->index && t < r->ctx->ntopics; t++) sl_free(r->index[t]);
     sl_free(r->index);
     sl_free(r->known);
@@ -610,10 +616,31 @@ static int ks_snapshot(void *reader, int64_t id, void (*put)(void *, const void 
         put_pos(&b, ctx->topics[r->restored[i].topic], r->restored[i].partition, r->restored[i].next);
     put(pc, b.p, b.len);
     sl_buf_free(&b);
-    if (ctx->group && r->prev && r->prev->cnt > 0) rd_kafka_commit(r->rk, r->prev, 1); /* monitoring, best effort */
-    if (r->prev) rd_kafka_topic_partition_list_destroy(r->prev);
-    r->prev = now;
+    if (!ctx->group || id <= 0) {
+        rd_kafka_topic_partition_list_destroy(now);
+        return 0;
+    }
+    if (r->npending == KS_PENDING) { /* many checkpoints in flight: forget the oldest */
+        rd_kafka_topic_partition_list_destroy(r->pending[0].pos);
+        memmove(r->pending, r->pending + 1, (KS_PENDING - 1) * sizeof *r->pending);
+        r->npending--;
+    }
+    r->pending[r->npending].id = id;
+    r->pending[r->npending++].pos = now;
     return 0;
+}
+
+/* Checkpoint `id` completed: commit its positions (or those of the newest
+ * earlier one still kept) to the group, asynchronously — monitoring only. */
+static void ks_notify_complete(void *reader, int64_t id) {
+    ks_reader_t *r = reader;
+    int k = -1;
+    for (int i = 0; i < r->npending && r->pending[i].id <= id; i++) k = i;
+    if (k < 0) return;
+    if (r->pending[k].pos->cnt > 0) rd_kafka_commit(r->rk, r->pending[k].pos, 1);
+    for (int i = 0; i <= k; i++) rd_kafka_topic_partition_list_destroy(r->pending[i].pos);
+    memmove(r->pending, r->pending + k + 1, (size_t)(r->npending - k - 1) * sizeof *r->pending);
+    r->npending -= k + 1;
 }
 
 static int ks_restore(void *reader, const void *state, size_t len, char *err, size_t errlen) {
@@ -685,6 +712,7 @@ static const sl_source_ops_t kafka_source_ops = {
     .destroy = ks_destroy,
     .snapshot = ks_snapshot,
     .restore = ks_restore,
+    .notify_checkpoint_complete = ks_notify_complete,
 };
 
 sl_kafka_source_opts_t sl_kafka_source_defaults(void) {

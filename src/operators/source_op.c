@@ -384,11 +384,19 @@ static void src_destroy(sl_operator_t *o) {
     sl_free(op);
 }
 
+static int src_notify_complete(sl_operator_t *o, int64_t id) {
+    source_op_t *op = (source_op_t *)o;
+    const sl_source_ops_t *ops = op->spec->node->source.ops;
+    if (op->reader && ops->notify_checkpoint_complete) ops->notify_checkpoint_complete(op->reader, id);
+    return 0;
+}
+
 static const sl_operator_vt_t source_vt = {.kind = "Source",
                                            .open = src_open,
                                            .close = src_close,
                                            .destroy = src_destroy,
                                            .snapshot_state = src_snapshot,
+                                           .notify_checkpoint_complete = src_notify_complete,
                                            .snapshot_time = src_snapshot_time,
                                            .restore_time = src_restore_time};
 
