@@ -92,6 +92,14 @@ SL_API void sl_env_set_state_backend(sl_env_t *env, sl_state_backend_kind_t kind
  * number of keyed subtasks x write buffer. */
 SL_API void sl_env_set_rocksdb_options(sl_env_t *env, const char *local_dir, int64_t block_cache_bytes,
                                        int64_t write_buffer_bytes);
+/* The write-back cache of value state (ValueState, reducing/aggregating
+ * state, window contents of aggregate and reduce windows) in front of each
+ * RocksDB database: reads of hot keys are served from memory and their
+ * changes reach RocksDB when evicted or at the next checkpoint.  bytes per
+ * keyed subtask; 0: the default (as large as the write buffer); < 0: off
+ * (every access goes to RocksDB).  Memory of RocksDB state is then bounded
+ * by cache + keyed subtasks x (write buffer + value cache). */
+SL_API void sl_env_set_rocksdb_value_cache(sl_env_t *env, int64_t bytes);
 /* Incremental checkpoints (execution.checkpointing.incremental, RocksDB
  * only): a checkpoint uploads only the RocksDB files that earlier
  * checkpoints of the same database did not, and refers to those; shared

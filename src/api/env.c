@@ -294,6 +294,8 @@ void sl_env_set_rocksdb_options(sl_env_t *env, const char *local_dir, int64_t bl
     env->rocksdb_write_buffer_bytes = write_buffer_bytes;
 }
 
+void sl_env_set_rocksdb_value_cache(sl_env_t *env, int64_t bytes) { env->rocksdb_value_cache_bytes = bytes; }
+
 void sl_env_set_incremental_checkpoints(sl_env_t *env, bool enabled) { env->incremental = enabled; }
 
 void sl_env_set_unaligned_checkpoints(sl_env_t *env, bool enabled, int64_t aligned_timeout_ms) {

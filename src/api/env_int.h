@@ -38,6 +38,7 @@ struct sl_env {
     int backend;                  /* sl_state_backend_kind_t */
     char *rocksdb_dir;
     int64_t rocksdb_cache_bytes, rocksdb_write_buffer_bytes;
+    int64_t rocksdb_value_cache_bytes; /* sl_env_set_rocksdb_value_cache: 0 default, < 0 off */
     bool incremental;
     bool restart_set;             /* else: fixed-delay 3 x 1 s with checkpointing, none without */
     sl_restart_config_t restart;

@@ -418,7 +418,8 @@ static int restore_keyed(sl_executor_t *ex, const sl_node_t *n, sl_operator_t *o
                                .cache = ex->rdb_cache,
                                .write_buffer_bytes = env->rocksdb_write_buffer_bytes > 0
                                                          ? (size_t)env->rocksdb_write_buffer_bytes
-                                                         : (size_t)64 << 20};
+                                                         : (size_t)64 << 20,
+                               .value_cache_bytes = env->rocksdb_value_cache_bytes};
         sl_keyed_backend_t *nkb = NULL;
         int nrc = sl_native_restore(env->restore_path, mo, op->max_parallelism, op->kg_range, rocksdb_base(ex), &o,
                                     &nkb, err, errlen);
@@ -500,7 +501,8 @@ static sl_keyed_backend_t *make_backend(void *ctx, const sl_op_init_t *init, sl_
                            .cache = ex->rdb_cache,
                            .write_buffer_bytes = ex->env->rocksdb_write_buffer_bytes > 0
                                                      ? (size_t)ex->env->rocksdb_write_buffer_bytes
-                                                     : (size_t)64 << 20};
+                                                     : (size_t)64 << 20,
+                           .value_cache_bytes = ex->env->rocksdb_value_cache_bytes};
     return sl_rocksdb_backend_new(init->max_parallelism, range, &o, err, errlen);
 }
 

@@ -42,8 +42,9 @@
  * order as it goes, and sorts only when it was not already right.  User
  * keys of a map follow their prefix raw, so they always come sorted.
  *
- * Values returned by get.  RocksDB has no stable pointer into its data, so
- * get/get_mut/map_get/list_foreach copy into an arena per state.  The
+ * Values returned by get.  RocksDB (and the cache, which evicts) has no
+ * stable pointer into its data, so get/get_mut/map_get/list_foreach copy
+ * into an arena per state.  The
  * arena is reset by the next modifying call on that state (the interface's
  * rule), or when it has served SL_RDB_PIN_MAX_READS reads (a state that is
  * only read would otherwise grow it without end).  get_mut returns an arena
@@ -52,8 +53,31 @@
  * backend, unless that call is the put of the same entry (so get_mut + put
  * of a new entry costs one write).
  *
- * Snapshots.  snapshot() takes a RocksDB snapshot and copies the state
- * registry: O(states).  snapshot_write reads one key group through the
+ * The value cache (rocksdb_cache.h).  Point accesses of VALUE states — get,
+ * get_mut, put, remove; ValueState, reducing and aggregating state and the
+ * contents of aggregate/reduce windows — go through a write-back table keyed
+ * by the encoded RocksDB key, bounded by a byte budget (default: as large as
+ * the write buffer).  A miss reads RocksDB once and caches the value or its
+ * absence (new keys are common); put and remove only change the entry and
+ * mark it dirty; a value created and removed between two flushes never
+ * reaches RocksDB.  Dirty entries are written in one batch by whatever
+ * reads RocksDB other than a VALUE point read — snapshot(), a native
+ * snapshot, foreach_entry, count, restore (which then empties the cache:
+ * it writes behind it), compaction — and by eviction (CLOCK) when the
+ * budget is exceeded.  Values larger than a quarter of the budget bypass
+ * it.  Lists and maps are not cached: list_add stays a blind merge.  Values
+ * returned to callers are still arena copies (below), so an eviction caused
+ * by any call can never invalidate a pointer a caller holds.  TTL: the
+ * cache returns stored bytes as RocksDB would, timestamp included; the TTL
+ * accessors (ttl.c) decide expiry on them, so an expired value is never
+ * returned whether it came from the cache or the database.  The compaction
+ * filter may drop an expired value that the cache still holds clean: the
+ * cache then shows it "not yet cleaned up", which TTL allows, and an
+ * explicit sl_rocksdb_compact empties the cache.
+ *
+ * Snapshots.  snapshot() writes the cache's dirty values (O(dirty values),
+ * bounded by the cache budget), takes a RocksDB snapshot and copies the
+ * state registry.  snapshot_write reads one key group through the
  * snapshot with its own iterator, on any thread; RocksDB makes that safe
  * with the task writing.  The view holds a reference on the database (the
  * "core"), so it may outlive the backend.
@@ -99,6 +123,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "state/rocksdb_cache.h"
 
 #define RDB_LAYOUT_VERSION 1u
 #define RDB_MAX_STATES 65536 /* ids are 2 bytes */
@@ -637,12 +662,18 @@ typedef struct rdb_backend {
     rdb_state_t *states;
     int nstates, capstates;
     sl_buf_t k, k2, tmp;     /* scratch: keys, encoded values */
-    /* a value created or resized by get_mut, stored at the next call */
+    /* a value created or resized by get_mut, stored at the next call:
+     * into the cache entry pent, or (pent NULL) into RocksDB under pkey */
     bool pending;
     int psid;
     sl_buf_t pkey;
+    sl_rvc_ent_t *pent;
     const void *pval;
     uint32_t plen;
+    /* the write-back cache of VALUE states (NULL: off) and the batch that
+     * carries its dirty entries to RocksDB */
+    sl_rvc_t *vc;
+    rocksdb_writebatch_t *vwb;
     /* the clock last passed to the compaction filter */
     int64_t (*seen_clock)(void *);
     void *seen_ctx;
@@ -714,6 +745,12 @@ static int rdb_fail(rdb_backend_t *rb, const char *what, char *e) {
 static int rdb_flush_pending(rdb_backend_t *rb) {
     if (!rb->pending) return SL_OK;
     rb->pending = false;
+    if (rb->pent) { /* nothing touched the cache since get_mut: the entry is there, as large */
+        sl_rvc_ent_t *ent = sl_rvc_set_value(rb->vc, rb->pent, rb->pval, rb->plen);
+        sl_rvc_mark(rb->vc, ent, true);
+        rb->pent = NULL;
+        return SL_OK;
+    }
     char *e = NULL;
     rocksdb_put(rb->core->db, rb->core->wo, (const char *)rb->pkey.p, rb->pkey.len, rb->pval, rb->plen, &e);
     return e ? rdb_fail(rb, "put", e) : SL_OK;
@@ -900,6 +937,92 @@ static int rdb_delete_key(rdb_backend_t *rb, const sl_buf_t *key) {
     return e ? rdb_fail(rb, "delete", e) : SL_OK;
 }
 
+/* ---- the value cache (rocksdb_cache.h) ----
+ *
+ * What goes through it: get, get_mut, put and remove of VALUE states.
+ * Everything else that reads the database — snapshot(), a native snapshot,
+ * foreach_entry, count, restore, compaction — first writes the dirty
+ * entries (rdb_vc_flush); restore also empties the cache, since it writes
+ * key groups behind it.  Values handed to callers are arena copies, as
+ * without the cache, so an eviction never invalidates a returned pointer. */
+
+/* Write callback: a dirty entry into rb->vwb (committed in pieces of
+ * RDB_BATCH_BYTES; errors are sticky, see rdb_fail). */
+static int rdb_vc_commit(rdb_backend_t *rb, const char *what) {
+    if (!rocksdb_writebatch_count(rb->vwb)) return SL_OK;
+    char *e = NULL;
+    rocksdb_write(rb->core->db, rb->core->wo, rb->vwb, &e);
+    rocksdb_writebatch_clear(rb->vwb);
+    return e ? rdb_fail(rb, what, e) : SL_OK;
+}
+
+static void rdb_vc_write(void *ctx, const sl_rvc_ent_t *e) {
+    rdb_backend_t *rb = ctx;
+    const char *k = (const char *)sl_rvc_key(e);
+    if (!(e->flags & SL_RVC_ABSENT))
+        rocksdb_writebatch_put(rb->vwb, k, e->klen, (const char *)e->data + e->klen, e->vlen);
+    else if (e->flags & SL_RVC_IN_DB)
+        rocksdb_writebatch_delete(rb->vwb, k, e->klen);
+    size_t sz = 0;
+    rocksdb_writebatch_data(rb->vwb, &sz);
+    if (sz >= RDB_BATCH_BYTES) rdb_vc_commit(rb, "writing cached values");
+}
+
+/* Writes every dirty entry.  0 or SL_ESTATE. */
+static int rdb_vc_flush(rdb_backend_t *rb) {
+    if (!rb->vc) return SL_OK;
+    sl_rvc_flush(rb->vc, rdb_vc_write, rb);
+    int rc = rdb_vc_commit(rb, "writing cached values");
+    return rc ? rc : rb->errc;
+}
+
+/* Room for `need` more bytes (never evicting keep); evicted dirty entries
+ * are written at once. */
+static void rdb_vc_room(rdb_backend_t *rb, size_t need, const sl_rvc_ent_t *keep) {
+    if (sl_rvc_make_room(rb->vc, need, keep, rdb_vc_write, rb)) rdb_vc_commit(rb, "writing evicted values");
+}
+
+/* Takes the entry of rb->k (hash h) out of the cache, writing it first when
+ * dirty: the caller goes to RocksDB directly for it (a value too large to
+ * cache). */
+static int rdb_vc_forget(rdb_backend_t *rb, uint64_t h) {
+    sl_rvc_ent_t *e = sl_rvc_find(rb->vc, rb->k.p, (uint32_t)rb->k.len, h);
+    if (!e) return SL_OK;
+    if (e->flags & SL_RVC_DIRTY) rdb_vc_write(rb, e);
+    sl_rvc_drop(rb->vc, e);
+    return rdb_vc_commit(rb, "writing cached values");
+}
+
+/* The entry of rb->k (hash h): cached, or read from RocksDB and cached
+ * (present or absent).  NULL when it cannot be cached: *ps then holds what
+ * RocksDB has (NULL: absent), unless *rc says the read failed.  `room` is
+ * the value size the caller will need (get_mut may grow it). */
+static sl_rvc_ent_t *rdb_vc_load(rdb_backend_t *rb, uint64_t h, uint32_t room, rocksdb_pinnableslice_t **ps,
+                                 int *rc) {
+    *ps = NULL;
+    *rc = SL_OK;
+    sl_rvc_ent_t *e = sl_rvc_find(rb->vc, rb->k.p, (uint32_t)rb->k.len, h);
+    if (e) return e;
+    char *err = NULL;
+    rocksdb_pinnableslice_t *p =
+        rocksdb_get_pinned(rb->core->db, rb->core->ro, (const char *)rb->k.p, rb->k.len, &err);
+    if (err) {
+        *rc = rdb_fail(rb, "get", err);
+        return NULL;
+    }
+    size_t n = 0;
+    const char *v = p ? rocksdb_pinnableslice_value(p, &n) : NULL;
+    size_t cost = sl_rvc_cost((uint32_t)rb->k.len, (uint32_t)SL_MAX(n, (size_t)room));
+    if (n > UINT32_MAX || !sl_rvc_fits(rb->vc, cost)) {
+        *ps = p;
+        return NULL;
+    }
+    rdb_vc_room(rb, cost, NULL);
+    e = sl_rvc_insert(rb->vc, rb->k.p, (uint32_t)rb->k.len, h, v, (uint32_t)n, p ? SL_RVC_IN_DB : SL_RVC_ABSENT);
+    if (p) rocksdb_pinnableslice_destroy(p);
+    return e;
+}
+
 /* An iterator over [lo, hi) of the live database (or of snap). */
 typedef struct rdb_iter {
     rocksdb_readoptions_t *ro;
@@ -940,7 +1063,63 @@ static const void *rdb_get(sl_keyed_backend_t *b, int sid, const void *ns, uint3
     rdb_state_t *st = rdb_state(rb, sid, SL_STATE_VALUE);
     if (!st || !rdb_cur_ok(b) || (!ns && nslen)) return NULL;
     rdb_cur_key(rb, sid, ns, nslen);
-    return rdb_read(rb, st, &rb->k, vlen);
+    if (!rb->vc) return rdb_read(rb, st, &rb->k, vlen);
+    rocksdb_pinnableslice_t *ps;
+    int rc;
+    sl_rvc_ent_t *e = rdb_vc_load(rb, sl_hash_bytes(rb->k.p, rb->k.len), 0, &ps, &rc);
+    size_t n = 0;
+    const void *v;
+    if (e) {
+        if (e->flags & SL_RVC_ABSENT) return NULL;
+        n = e->vlen;
+        v = sl_rvc_val(e);
+    } else {
+        if (!ps) return NULL; /* absent, or a read error */
+        v = rocksdb_pinnableslice_value(ps, &n);
+    }
+    void *p = rdb_arena_alloc(&st->pin, n);
+    if (n) memcpy(p, v, n);
+    if (ps) rocksdb_pinnableslice_destroy(ps);
+    if (vlen) *vlen = (uint32_t)n;
+    return p;
+}
+
+/* get_mut through the cache (rb->k is the key; begin_write done). */
+static void *rdb_vc_get_mut(rdb_backend_t *rb, rdb_state_t *st, uint32_t vlen, bool *created, bool *uncached) {
+    uint64_t h = sl_hash_bytes(rb->k.p, rb->k.len);
+    *uncached = false;
+    if (!sl_rvc_fits(rb->vc, sl_rvc_cost((uint32_t)rb->k.len, vlen))) {
+        *uncached = true;
+        rdb_vc_forget(rb, h);
+        return NULL;
+    }
+    rocksdb_pinnableslice_t *ps;
+    int rc;
+    sl_rvc_ent_t *e = rdb_vc_load(rb, h, vlen, &ps, &rc);
+    if (!e) {
+        if (ps) { /* the stored value is too large to cache: uncached path */
+            rocksdb_pinnableslice_destroy(ps);
+            *uncached = true;
+        }
+        return NULL;
+    }
+    uint8_t *p = rdb_arena_alloc(&st->pin, vlen);
+    bool absent = (e->flags & SL_RVC_ABSENT) != 0;
+    size_t keep = absent ? 0 : SL_MIN((size_t)e->vlen, (size_t)vlen);
+    if (keep) memcpy(p, sl_rvc_val(e), keep);
+    if (vlen > keep) memset(p + keep, 0, vlen - keep);
+    if (created) *created = absent;
+    if (absent || e->vlen != vlen) { /* exists as returned now, as the caller changes it before the next call */
+        if (vlen > e->vcap) rdb_vc_room(rb, vlen - e->vcap, e);
+        e = sl_rvc_set_value(rb->vc, e, p, vlen);
+        sl_rvc_mark(rb->vc, e, true);
+        rb->pending = true;
+        rb->psid = (int)(st - rb->states);
+        rb->pent = e;
+        rb->pval = p;
+        rb->plen = vlen;
+    }
+    return p;
 }
 
 static void *rdb_get_mut(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t nslen, uint32_t vlen,
@@ -950,6 +1129,11 @@ static void *rdb_get_mut(sl_keyed_backend_t *b, int sid, const void *ns, uint32_
     if (!st || !rdb_cur_ok(b) || (!ns && nslen)) return NULL;
     if (rdb_begin_write(rb)) return NULL;
     rdb_cur_key(rb, sid, ns, nslen);
+    if (rb->vc) {
+        bool uncached;
+        void *p = rdb_vc_get_mut(rb, st, vlen, created, &uncached);
+        if (!uncached || rb->errc) return p;
+    }
     char *e = NULL;
     rocksdb_pinnableslice_t *ps =
         rocksdb_get_pinned(rb->core->db, rb->core->ro, (const char *)rb->k.p, rb->k.len, &e);
@@ -974,6 +1158,7 @@ static void *rdb_get_mut(sl_keyed_backend_t *b, int sid, const void *ns, uint32_
     if (dirty) { /* stored as it is now (or as the caller changes it before the next call) */
         rb->pending = true;
         rb->psid = sid;
+        rb->pent = NULL;
         rb->pkey.len = 0;
         sl_buf_append(&rb->pkey, rb->k.p, rb->k.len);
         rb->pval = p;
@@ -988,10 +1173,30 @@ static int rdb_put(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t nsle
     if (!st || (!v && vlen) || (!ns && nslen) || !rdb_cur_ok(b)) return SL_EINVAL;
     rdb_cur_key(rb, sid, ns, nslen);
     /* The put of a pending get_mut value replaces its write-back. */
-    if (rb->pending && rb->psid == sid && rb->pkey.len == rb->k.len && memcmp(rb->pkey.p, rb->k.p, rb->k.len) == 0)
+    if (rb->pending && !rb->pent && rb->psid == sid && rb->pkey.len == rb->k.len &&
+        memcmp(rb->pkey.p, rb->k.p, rb->k.len) == 0)
         rb->pending = false;
     int rc = rdb_begin_write(rb);
     if (rc) return rc;
+    if (rb->vc) {
+        uint64_t h = sl_hash_bytes(rb->k.p, rb->k.len);
+        if (sl_rvc_fits(rb->vc, sl_rvc_cost((uint32_t)rb->k.len, vlen))) {
+            sl_rvc_ent_t *e = sl_rvc_find(rb->vc, rb->k.p, (uint32_t)rb->k.len, h);
+            if (!e) {
+                rdb_vc_room(rb, sl_rvc_cost((uint32_t)rb->k.len, vlen), NULL);
+                /* RocksDB may hold an older value: a later remove must delete it */
+                sl_rvc_insert(rb->vc, rb->k.p, (uint32_t)rb->k.len, h, v, vlen, SL_RVC_DIRTY | SL_RVC_IN_DB);
+            } else if (e->flags & SL_RVC_DIRTY || e->flags & SL_RVC_ABSENT || e->vlen != vlen ||
+                       (vlen && memcmp(sl_rvc_val(e), v, vlen) != 0)) { /* (a clean equal value stays clean) */
+                if (vlen > e->vcap) rdb_vc_room(rb, vlen - e->vcap, e);
+                e = sl_rvc_set_value(rb->vc, e, v, vlen);
+                sl_rvc_mark(rb->vc, e, true);
+            }
+            rdb_arena_reset(&st->pin); /* after the copy: v may point into it */
+            return rb->errc;
+        }
+        if ((rc = rdb_vc_forget(rb, h))) return rc;
+    }
     rc = rdb_write_key(rb, &rb->k, v, vlen);
     rdb_arena_reset(&st->pin); /* after the write: v may point into it */
     return rc;
@@ -1030,6 +1235,22 @@ static int rdb_remove(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t n
     if (st->kind == SL_STATE_MAP) {
         int64_t n = rdb_delete_prefix(rb, &rb->k);
         found = n < 0 ? (int)n : n > 0;
+    } else if (st->kind == SL_STATE_VALUE && rb->vc &&
+               sl_rvc_fits(rb->vc, sl_rvc_cost((uint32_t)rb->k.len, 0))) {
+        uint64_t h = sl_hash_bytes(rb->k.p, rb->k.len);
+        sl_rvc_ent_t *e = sl_rvc_find(rb->vc, rb->k.p, (uint32_t)rb->k.len, h);
+        if (e) {
+            found = !(e->flags & SL_RVC_ABSENT);
+            if (found) {
+                sl_rvc_set_absent(rb->vc, e);
+                sl_rvc_mark(rb->vc, e, (e->flags & SL_RVC_IN_DB) != 0); /* nothing to delete otherwise */
+            }
+        } else if ((found = rdb_exists(rb, &rb->k)) >= 0) {
+            rdb_vc_room(rb, sl_rvc_cost((uint32_t)rb->k.len, 0), NULL);
+            sl_rvc_insert(rb->vc, rb->k.p, (uint32_t)rb->k.len, h, NULL, 0,
+                          SL_RVC_ABSENT | (found ? SL_RVC_IN_DB | SL_RVC_DIRTY : 0));
+        }
+        if (found >= 0 && rb->errc) found = rb->errc;
     } else {
         found = rdb_exists(rb, &rb->k);
         if (found > 0 && (rc = rdb_delete_key(rb, &rb->k))) found = rc;
@@ -1255,6 +1476,8 @@ static int rdb_foreach_entry(sl_keyed_backend_t *b, int sid, sl_kb_entry_cb cb, 
     rdb_backend_t *rb = RB(b);
     if ((unsigned)sid >= (unsigned)rb->nstates || !cb) return SL_EINVAL;
     rdb_begin(rb);
+    int rc = rdb_vc_flush(rb);
+    if (rc) return rc;
     return rdb_scan_state(rb, sid, cb, c, NULL);
 }
 
@@ -1262,8 +1485,10 @@ static int64_t rdb_count(sl_keyed_backend_t *b, int sid) {
     rdb_backend_t *rb = RB(b);
     if ((unsigned)sid >= (unsigned)rb->nstates) return SL_EINVAL;
     rdb_begin(rb);
+    int rc = rdb_vc_flush(rb);
+    if (rc) return rc;
     int64_t n = 0;
-    int rc = rdb_scan_state(rb, sid, NULL, NULL, &n);
+    rc = rdb_scan_state(rb, sid, NULL, NULL, &n);
     return rc < 0 ? rc : n;
 }
 
@@ -1283,6 +1508,8 @@ static void rdb_destroy(sl_keyed_backend_t *b) {
     sl_buf_free(&rb->k2);
     sl_buf_free(&rb->tmp);
     sl_buf_free(&rb->pkey);
+    sl_rvc_free(rb->vc); /* dirty values go with it: state is recovered from checkpoints only */
+    if (rb->vwb) rocksdb_writebatch_destroy(rb->vwb);
     sl_kb_base_free(b);
     sl_free(rb);
     rdb_core_unref(c);
@@ -1315,6 +1542,7 @@ static int rdb_snapshot(sl_keyed_backend_t *b, sl_kb_snapshot_t **out) {
     rdb_backend_t *rb = RB(b);
     if (!out) return SL_EINVAL;
     int rc = rdb_begin_write(rb); /* a pending get_mut value belongs to the snapshot */
+    if (!rc) rc = rdb_vc_flush(rb); /* and so do the cache's dirty values */
     if (rc) return rc;
     rdb_snap_t *sn = sl_calloc(1, sizeof *sn);
     sn->base.ops = &rdb_ops;
@@ -1721,8 +1949,11 @@ static int rdb_restore(sl_keyed_backend_t *b, int kg, const uint8_t *data, size_
     if (kg < b->range.start || kg >= b->range.end)
         return sl_errf(err, errlen, SL_EINVAL, "keyed state: key group %d is outside this backend's range [%d, %d)", kg,
                        b->range.start, b->range.end);
-    if (rdb_begin_write(rb))
+    if (rdb_begin_write(rb) || rdb_vc_flush(rb))
         return sl_errf(err, errlen, SL_ESTATE, "keyed state of key group %d: %s", kg, rb->err);
+    /* The restore writes behind the cache (which may also hold negative
+     * entries of this key group): start it afresh. */
+    if (rb->vc) sl_rvc_clear(rb->vc);
     /* The key group must be empty. */
     uint8_t lo[2], hi[2];
     rdb_be16(lo, (unsigned)kg);
@@ -1822,10 +2053,16 @@ static int rdb_check_args(int maxp, sl_kg_range_t range, const sl_rocksdb_opts_t
     return SL_OK;
 }
 
-static rdb_backend_t *rdb_backend_alloc(int maxp, sl_kg_range_t range, rdb_core_t *core) {
+static rdb_backend_t *rdb_backend_alloc(int maxp, sl_kg_range_t range, rdb_core_t *core,
+                                        const sl_rocksdb_opts_t *opts) {
     rdb_backend_t *rb = sl_calloc(1, sizeof *rb);
     sl_kb_base_init(&rb->base, &rdb_ops, maxp, range);
     rb->core = core;
+    if (opts->value_cache_bytes >= 0) { /* default: as large as the write buffer budget */
+        size_t wb = opts->write_buffer_bytes ? opts->write_buffer_bytes : 64 * RDB_MIB;
+        rb->vc = sl_rvc_new(opts->value_cache_bytes ? (size_t)opts->value_cache_bytes : wb);
+        rb->vwb = rocksdb_writebatch_create();
+    }
     rdb_instance_id(rb->instance);
     return rb;
 }
@@ -1836,7 +2073,7 @@ sl_keyed_backend_t *sl_rocksdb_backend_new(int max_parallelism, sl_kg_range_t ra
     if (rdb_prepare_dir(opts->dir, err, errlen)) return NULL;
     rdb_core_t *core = rdb_core_open(opts, err, errlen);
     if (!core) return NULL;
-    rdb_backend_t *rb = rdb_backend_alloc(max_parallelism, range, core);
+    rdb_backend_t *rb = rdb_backend_alloc(max_parallelism, range, core, opts);
     uint8_t v[8];
     rdb_meta_version_value(v, max_parallelism);
     char *e = NULL;
@@ -1908,7 +2145,8 @@ int sl_rocksdb_native_snapshot(sl_keyed_backend_t *b, const char *dir, sl_rocksd
         return sl_errf(err, errlen, SL_EINVAL, "rocksdb native snapshot: not a rocksdb backend, or no directory");
     rdb_backend_t *rb = RB(b);
     memset(out, 0, sizeof *out);
-    if (rdb_begin_write(rb)) return sl_errf(err, errlen, SL_ESTATE, "rocksdb native snapshot: %s", rb->err);
+    if (rdb_begin_write(rb) || rdb_vc_flush(rb))
+        return sl_errf(err, errlen, SL_ESTATE, "rocksdb native snapshot: %s", rb->err);
     int64_t t0 = sl_mono_ns();
     rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
     rocksdb_flushoptions_set_wait(fo, 1);
@@ -2057,7 +2295,7 @@ static rdb_backend_t *rdb_open_copy(int maxp, sl_kg_range_t range, const char *s
     }
     rdb_core_t *core = rdb_core_open(opts, err, errlen);
     if (!core) return NULL;
-    rdb_backend_t *rb = rdb_backend_alloc(maxp, range, core);
+    rdb_backend_t *rb = rdb_backend_alloc(maxp, range, core, opts);
     rdb_meta_state_t *m;
     int n;
     if (rdb_read_meta(core->db, src, maxp, &m, &n, err, errlen)) {
@@ -2211,7 +2449,7 @@ sl_keyed_backend_t *sl_rocksdb_backend_open_native(int max_parallelism, sl_kg_ra
 int sl_rocksdb_compact(sl_keyed_backend_t *b, char *err, size_t errlen) {
     if (!sl_rocksdb_backend_is(b)) return sl_errf(err, errlen, SL_EINVAL, "rocksdb compact: not a rocksdb backend");
     rdb_backend_t *rb = RB(b);
-    if (rdb_begin_write(rb)) return sl_errf(err, errlen, SL_ESTATE, "%s", rb->err);
+    if (rdb_begin_write(rb) || rdb_vc_flush(rb)) return sl_errf(err, errlen, SL_ESTATE, "%s", rb->err);
     rocksdb_flushoptions_t *fo = rocksdb_flushoptions_create();
     rocksdb_flushoptions_set_wait(fo, 1);
     char *e = NULL;
@@ -2223,6 +2461,9 @@ int sl_rocksdb_compact(sl_keyed_backend_t *b, char *err, size_t errlen) {
         return rc;
     }
     for (int i = 0; i < 2; i++) rocksdb_compact_range(rb->core->db, NULL, 0, NULL, 0);
+    /* The TTL filter may have dropped values the cache holds (clean, since
+     * it was flushed): reads see what the database has now. */
+    if (rb->vc) sl_rvc_clear(rb->vc);
     return SL_OK;
 }
 
@@ -2239,5 +2480,16 @@ int sl_rocksdb_memory(sl_keyed_backend_t *b, sl_rocksdb_mem_t *out) {
     out->block_cache_cap = rdb_prop(db, "rocksdb.block-cache-capacity");
     out->table_readers = rdb_prop(db, "rocksdb.estimate-table-readers-mem");
     out->live_sst_bytes = rdb_prop(db, "rocksdb.live-sst-files-size");
+    sl_rvc_stats_t vs = {0};
+    if (RB(b)->vc) sl_rvc_stats(RB(b)->vc, &vs);
+    out->value_cache = vs.bytes;
+    return SL_OK;
+}
+
+int sl_rocksdb_value_cache_stats(const sl_keyed_backend_t *b, sl_rvc_stats_t *out) {
+    if (!sl_rocksdb_backend_is(b) || !out) return SL_EINVAL;
+    const rdb_backend_t *rb = (const rdb_backend_t *)b;
+    if (!rb->vc) return SL_ENOTFOUND;
+    sl_rvc_stats(rb->vc, out);
     return SL_OK;
 }

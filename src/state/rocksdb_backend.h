@@ -16,6 +16,11 @@
  *     is called with it (a created or resized value is stored as returned, at
  *     the next call on the backend).  Callers check ops->name (the window
  *     operator's put_after_mut).
+ *   - VALUE states go through a write-back cache (rocksdb_cache.h, opts
+ *     value_cache_bytes): their changes reach RocksDB when evicted or when
+ *     something reads RocksDB otherwise (snapshot, native snapshot,
+ *     foreach_entry, count, restore, compaction).  snapshot() therefore costs
+ *     O(dirty cached values) on top of O(states).
  *   - list_foreach element pointers are 8-byte aligned and live as long as a
  *     get pointer; map_foreach pointers only during the callback.
  *   - count and foreach_entry scan the state: O(entries of the state).
@@ -38,6 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "state/rocksdb_cache.h"
 #include "state/state_backend.h"
 
 /* Reads of one state after which its oldest returned values may be reused. */
@@ -58,6 +64,7 @@ size_t sl_rocksdb_cache_usage(const sl_rocksdb_cache_t *c);
  *                cached with them, the SSTs' index and filter blocks)
  * + write_buffer_bytes (memtables: two of write_buffer_bytes / 2 each; a full
  *                       one is flushed to an SST in the background)
+ * + value_cache_bytes (the write-back cache of VALUE states)
  * + the reads pinned for get pointers and a snapshot_write's one key group
  *   of one state being sorted (like the heap backend's).
  * Zero fields take the defaults in brackets. */
@@ -69,6 +76,7 @@ typedef struct sl_rocksdb_opts {
     size_t write_buffer_bytes;    /* [64 MiB] memtable budget of this database */
     int background_jobs;          /* [2] flush and compaction threads */
     int max_open_files;           /* [-1: unlimited] SST readers kept open */
+    int64_t value_cache_bytes;    /* [write_buffer_bytes] write-back cache of VALUE states; < 0: none */
 } sl_rocksdb_opts_t;
 
 /* A new, empty backend for key groups `range` of max_parallelism.  NULL
@@ -149,10 +157,14 @@ typedef struct sl_rocksdb_mem {
     uint64_t block_cache_cap;  /* rocksdb.block-cache-capacity */
     uint64_t table_readers;    /* rocksdb.estimate-table-readers-mem (outside the cache) */
     uint64_t live_sst_bytes;   /* rocksdb.live-sst-files-size (disk) */
+    uint64_t value_cache;      /* the backend's value cache (entries and table) */
 } sl_rocksdb_mem_t;
 int sl_rocksdb_memory(sl_keyed_backend_t *b, sl_rocksdb_mem_t *out);
 
 /* The first RocksDB error the backend met (NULL: none). */
 const char *sl_rocksdb_backend_error(const sl_keyed_backend_t *b);
+
+/* Counters of the value cache; SL_ENOTFOUND when the backend has none. */
+int sl_rocksdb_value_cache_stats(const sl_keyed_backend_t *b, sl_rvc_stats_t *out);
 
 #endif
