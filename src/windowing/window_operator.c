@@ -658,6 +658,17 @@ static win_bucket_t *bucket_for(win_op_t *op, const sl_window_t *w) {
     return b;
 }
 
+/* The next entry of a bucket's key list at *p (see bucket_add): returns
+ * the key, sets its hash and length, and moves *p past it. */
+static inline const uint8_t *bucket_next_key(const uint8_t **p, uint64_t *h, uint32_t *len) {
+    const uint8_t *e = *p;
+    *h = sl_ld64(e);
+    *len = sl_ld32(e + 8);
+    size_t need = 12 + (size_t)*len;
+    *p = e + need + (8 - need % 8) % 8;
+    return e + 12;
+}
+
 /* The current key got contents for window w. */
 static void bucket_add(win_op_t *op, const sl_window_t *w) {
     win_bucket_t *b = bucket_for(op, w);
@@ -681,11 +692,9 @@ static int bucket_walk(win_op_t *op, win_bucket_t *b, bool fire, bool clear) {
     sl_window_to_ns(&b->w, ns);
     const uint8_t *p = b->keys.p, *end = b->keys.p + b->keys.len;
     while (p < end) {
-        uint64_t h = sl_ld64(p);
-        uint32_t len = sl_ld32(p + 8);
-        const uint8_t *key = p + 12;
-        size_t need = 12 + (size_t)len;
-        p += need + (8 - need % 8) % 8;
+        uint64_t h;
+        uint32_t len;
+        const uint8_t *key = bucket_next_key(&p, &h, &len);
         sl_kb_set_key_hashed(kb, key, len, h);
         if (fire) {
             int rc = emit_window(op, &b->w, &b->w);
@@ -878,11 +887,9 @@ static int fire_sliced(win_op_t *op, const sl_window_t *w) {
         sl_window_to_ns(&b->w, ns);
         const uint8_t *p = b->keys.p, *end = b->keys.p + b->keys.len;
         while (p < end) {
-            uint64_t h = sl_ld64(p);
-            uint32_t len = sl_ld32(p + 8);
-            const uint8_t *key = p + 12;
-            size_t need = 12 + (size_t)len;
-            p += need + (8 - need % 8) % 8;
+            uint64_t h;
+            uint32_t len;
+            const uint8_t *key = bucket_next_key(&p, &h, &len);
             sl_kb_set_key_hashed(kb, key, len, h);
             uint32_t vlen = 0;
             const void *v = kb->ops->get(kb, op->sid_contents, ns, SL_WINDOW_NS_LEN, &vlen);
@@ -952,11 +959,9 @@ static int panes_advance(win_op_t *op, int64_t wm) {
         if (cleanup_time(op, &last) > wm) break;
         const uint8_t *p = b->keys.p, *end = b->keys.p + b->keys.len;
         while (p < end) {
-            uint64_t h = sl_ld64(p);
-            uint32_t len = sl_ld32(p + 8);
-            const uint8_t *key = p + 12;
-            size_t need = 12 + (size_t)len;
-            p += need + (8 - need % 8) % 8;
+            uint64_t h;
+            uint32_t len;
+            const uint8_t *key = bucket_next_key(&p, &h, &len);
             sl_kb_set_key_hashed(kb, key, len, h);
             contents_clear(op, &b->w);
         }
