@@ -177,6 +177,34 @@ SL_API void sl_rw_copy_field(sl_row_writer_t *w, int i, const sl_row_t *src, int
 SL_API void sl_rw_copy_row(sl_row_writer_t *w, const sl_row_t *src);
 SL_API sl_row_t sl_rw_row(const sl_row_writer_t *w);
 
+/* ---- fields by name, type-checked when the job is built ------------------
+ *
+ * A typed handle of a field, resolved once (sl_field_f64(env, schema,
+ * "amount") in sluice.h: an unknown name or another type is reported by
+ * name and the job refused) and then used on every row at the cost of an
+ * index:  double a = sl_get_f64(&rec->row, amount).  Each type has its own
+ * handle, so reading a field as the wrong type does not compile. */
+typedef struct sl_field_i64 { int i; } sl_field_i64_t;   /* BIGINT or TIMESTAMP */
+typedef struct sl_field_i32 { int i; } sl_field_i32_t;   /* INT */
+typedef struct sl_field_f64 { int i; } sl_field_f64_t;   /* DOUBLE */
+typedef struct sl_field_bool { int i; } sl_field_bool_t; /* BOOLEAN */
+typedef struct sl_field_str { int i; } sl_field_str_t;   /* VARCHAR or BYTES */
+
+static inline int64_t sl_get_i64(const sl_row_t *r, sl_field_i64_t f) { return sl_row_i64(r, f.i); }
+static inline int32_t sl_get_i32(const sl_row_t *r, sl_field_i32_t f) { return sl_row_i32(r, f.i); }
+static inline double sl_get_f64(const sl_row_t *r, sl_field_f64_t f) { return sl_row_f64(r, f.i); }
+static inline bool sl_get_bool(const sl_row_t *r, sl_field_bool_t f) { return sl_row_bool(r, f.i); }
+static inline const char *sl_get_str(const sl_row_t *r, sl_field_str_t f, uint32_t *len) {
+    return sl_row_str(r, f.i, len);
+}
+static inline void sl_set_i64(sl_row_writer_t *w, sl_field_i64_t f, int64_t v) { sl_rw_set_i64(w, f.i, v); }
+static inline void sl_set_i32(sl_row_writer_t *w, sl_field_i32_t f, int32_t v) { sl_rw_set_i32(w, f.i, v); }
+static inline void sl_set_f64(sl_row_writer_t *w, sl_field_f64_t f, double v) { sl_rw_set_f64(w, f.i, v); }
+static inline void sl_set_bool(sl_row_writer_t *w, sl_field_bool_t f, bool v) { sl_rw_set_bool(w, f.i, v); }
+static inline void sl_set_str(sl_row_writer_t *w, sl_field_str_t f, const char *s, uint32_t len) {
+    sl_rw_set_str(w, f.i, s, len);
+}
+
 /* Formats field i as text (for print sinks and error messages). */
 SL_API size_t sl_row_format_field(const sl_row_t *r, int i, char *buf, size_t cap);
 

@@ -14,8 +14,12 @@
  * (sl_file_source) take their own reference; the caller keeps theirs.
  *
  * User functions receive a user context pointer (ctx).  Parallel subtasks
- * run on different threads; if a function keeps mutable data in ctx, give
- * a ctx_clone (and ctx_free) so each subtask gets its own copy.
+ * run on different threads.  A function that keeps mutable data in ctx
+ * should give each subtask its own instance, as Flink copies a function
+ * per subtask: pass SL_FN_COPY(&my_struct) (each subtask gets a copy of
+ * its bytes, freed by the engine) or a ctx_clone (and ctx_free) for deep
+ * copies.  Keyed-state handles (sl_state_*) may stay in a shared ctx: an
+ * access always reaches the state of the subtask that runs it.
  */
 #ifndef SLUICE_H
 #define SLUICE_H
@@ -368,7 +372,15 @@ typedef struct sl_fn_opts {
     void *ctx;
     sl_ctx_clone_fn ctx_clone;
     sl_ctx_free_fn ctx_free;
+    /* With ctx_clone NULL and ctx_size > 0, each subtask gets its own copy
+     * of the ctx_size bytes at ctx (a shallow copy, freed by the engine
+     * after close); SL_FN_COPY sets both. */
+    size_t ctx_size;
 } sl_fn_opts_t;
+
+/* Options whose context is copied for every subtask:
+ * sl_map_ex(s, fn, SL_FN_COPY(&counter), schema). */
+#define SL_FN_COPY(p) ((sl_fn_opts_t){.ctx = (p), .ctx_size = sizeof *(p)})
 
 /* map: fill exactly one output row of out_schema.  Return 0, or < 0 to
  * fail the task. */
@@ -428,6 +440,23 @@ typedef int (*sl_key_fn)(void *ctx, const sl_row_t *row, uint8_t *key, int cap);
 
 SL_API sl_keyed_t *sl_key_by(sl_stream_t *s, const char *field);
 SL_API sl_keyed_t *sl_key_by_fn(sl_stream_t *s, sl_key_fn fn, void *ctx);
+/* A key of several fields, named in a comma-separated list
+ * ("card_id, merchant"): rows with equal values in all of them (NULL equal
+ * to NULL) have the same key.  The key bytes that functions see
+ * (sl_pctx_key, window results) encode the fields in order; the built-in
+ * window aggregates (sl_window_agg) write them back as columns.  Unknown or
+ * repeated fields are reported when the job is built. */
+SL_API sl_keyed_t *sl_key_by_fields(sl_stream_t *s, const char *fields);
+
+/* Typed field handles (row.h), resolved by name when the job is built: an
+ * unknown field (with a "did you mean") or a field of another type is
+ * recorded on env and the job refused; the handle is then invalid.  i64:
+ * BIGINT or TIMESTAMP; str: VARCHAR or BYTES.  Builder thread. */
+SL_API sl_field_i64_t sl_field_i64(sl_env_t *env, const sl_schema_t *schema, const char *name);
+SL_API sl_field_i32_t sl_field_i32(sl_env_t *env, const sl_schema_t *schema, const char *name);
+SL_API sl_field_f64_t sl_field_f64(sl_env_t *env, const sl_schema_t *schema, const char *name);
+SL_API sl_field_bool_t sl_field_bool(sl_env_t *env, const sl_schema_t *schema, const char *name);
+SL_API sl_field_str_t sl_field_str(sl_env_t *env, const sl_schema_t *schema, const char *name);
 
 typedef struct sl_state sl_state_t;
 typedef enum { SL_TIME_EVENT = 0, SL_TIME_PROCESSING = 1 } sl_time_domain_t;
@@ -602,6 +631,13 @@ SL_API sl_windowed_t *sl_window_late_output(sl_windowed_t *w, const char *tag);
  * folded row into out.  The first element of a window is the initial acc. */
 typedef int (*sl_reduce_fn)(void *ctx, const sl_row_t *acc, const sl_row_t *in, sl_row_writer_t *out);
 SL_API sl_stream_t *sl_window_reduce(sl_windowed_t *w, sl_reduce_fn fn, void *ctx);
+/* reduce with the window's metadata (Flink's reduce(ReduceFunction,
+ * ProcessWindowFunction)): when the window fires, result turns the reduced
+ * row, the key and the window into a row of out_schema (taken over). */
+typedef int (*sl_reduce_result_fn)(void *ctx, const sl_row_t *reduced, const uint8_t *key, uint32_t keylen,
+                                   const sl_window_t *win, sl_row_writer_t *out);
+SL_API sl_stream_t *sl_window_reduce_with(sl_windowed_t *w, sl_reduce_fn fn, sl_reduce_result_fn result, void *ctx,
+                                          sl_schema_t *out_schema);
 
 /* AggregateFunction over a fixed-size accumulator (acc_size bytes). */
 typedef struct sl_aggregate_fn {
@@ -619,6 +655,20 @@ typedef struct sl_aggregate_fn {
     void *ctx;
 } sl_aggregate_fn_t;
 SL_API sl_stream_t *sl_window_aggregate(sl_windowed_t *w, sl_aggregate_fn_t fn, sl_schema_t *out_schema);
+
+/* Built-in aggregates, as SQL has them: aggs is a comma-separated list of
+ * count(*), count(f), sum(f), min(f), max(f), avg(f), each optionally
+ * "AS name" (default: count, count_f, sum_f, ...).  The output rows are the
+ * key's fields (keys by sl_key_by / sl_key_by_fields; none for a key
+ * function), window_start and window_end (TIMESTAMP NOT NULL), then one
+ * column per aggregate: count BIGINT NOT NULL; sum of an INT/BIGINT field
+ * BIGINT, of a DOUBLE DOUBLE; min/max of the field's type (INT, BIGINT,
+ * DOUBLE, TIMESTAMP); avg DOUBLE.  NULL inputs are skipped; sum/min/max/avg
+ * over no non-NULL input are NULL.  The accumulators merge, so sliding
+ * event-time windows are sliced and session windows work.  A bad list (an
+ * unknown function or field, a type that cannot be summed) is reported
+ * with its position when the job is built. */
+SL_API sl_stream_t *sl_window_agg(sl_windowed_t *w, const char *aggs);
 
 /* ProcessWindowFunction: sees every element of the window. */
 typedef struct sl_window_elements sl_window_elements_t;

@@ -201,7 +201,7 @@ static sl_stream_t *add_basic(sl_stream_t *s, int kind, void *fn, sl_fn_opts_t o
 }
 
 static sl_fn_opts_t plain(void *ctx) {
-    sl_fn_opts_t o = {ctx, NULL, NULL};
+    sl_fn_opts_t o = {.ctx = ctx};
     return o;
 }
 

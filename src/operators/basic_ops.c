@@ -7,10 +7,24 @@
 
 #include "common/common.h"
 
-void *sl_fn_ctx_acquire(const sl_fn_opts_t *o) { return o->ctx_clone ? o->ctx_clone(o->ctx) : o->ctx; }
+#include <string.h>
+
+void *sl_fn_ctx_acquire(const sl_fn_opts_t *o) {
+    if (o->ctx_clone) return o->ctx_clone(o->ctx);
+    if (o->ctx_size && o->ctx) {
+        void *c = sl_malloc(o->ctx_size);
+        memcpy(c, o->ctx, o->ctx_size);
+        return c;
+    }
+    return o->ctx;
+}
 
 void sl_fn_ctx_release(const sl_fn_opts_t *o, void *ctx) {
-    if (o->ctx_clone && o->ctx_free) o->ctx_free(ctx);
+    if (o->ctx_clone) {
+        if (o->ctx_free) o->ctx_free(ctx);
+    } else if (o->ctx_size && o->ctx) {
+        sl_free(ctx);
+    }
 }
 
 typedef struct basic_op {

@@ -58,6 +58,7 @@ void sl_op_base_free(sl_operator_t *op) {
     if (op->timers) sl_timer_service_destroy(op->timers);
     for (int i = 0; i < op->nstates; i++) {
         sl_ttl_state_free(op->states[i]->ttl);
+        sl_free(op->states[i]->name);
         sl_free(op->states[i]);
     }
     sl_free(op->states);
@@ -282,6 +283,7 @@ static sl_state_t *new_state(sl_rt_t *rt, const char *name, sl_state_kind_t kind
     st->op = op;
     st->sid = sid;
     st->kind = pub_kind;
+    st->name = sl_strdup(name);
     if (ttl)
         st->ttl = sl_ttl_state_new(name, ttl->ttl_ms, d.ttl_update,
                                    ttl->visibility == SL_TTL_RETURN_EXPIRED_IF_NOT_CLEANED_UP,
@@ -337,6 +339,48 @@ sl_state_t *sl_state_aggregating_ttl(sl_rt_t *rt, const char *name, uint32_t acc
     return new_fold(rt, name, 4, acc_size, init, add, ctx, &ttl);
 }
 
+/* ---- state handles kept in a context shared by subtasks ----
+ *
+ * A handle belongs to one subtask's operator.  A function without
+ * ctx_clone / ctx_size shares its context between subtasks, and a handle
+ * stored there by one subtask's open() is then used by the others too.
+ * Every access therefore checks that the handle belongs to the task
+ * running on this thread (one thread-local read and a compare) and
+ * otherwise uses the same-named state of this task's instance of the same
+ * operator: the state stays per subtask, as the user meant. */
+
+static _Thread_local const void *thread_task;
+static _Thread_local sl_operator_t *const *thread_ops;
+static _Thread_local int thread_nops;
+
+void sl_op_bind_thread(const void *task, sl_operator_t *const *ops, int nops) {
+    thread_task = task;
+    thread_ops = ops;
+    thread_nops = nops;
+}
+
+static sl_state_t *resolve_slow(sl_state_t *st) {
+    const sl_operator_t *owner = st->op;
+    for (int i = 0; i < thread_nops; i++) {
+        sl_operator_t *op = thread_ops[i];
+        if (op->chain_index != owner->chain_index || op->vt != owner->vt) continue;
+        if ((op->name == NULL) != (owner->name == NULL) || (op->name && strcmp(op->name, owner->name) != 0)) continue;
+        for (int j = 0; j < op->nstates; j++)
+            if (op->states[j]->kind == st->kind && strcmp(op->states[j]->name, st->name) == 0) return op->states[j];
+        sl_op_fail(op, SL_EINVAL,
+                   "state '%s' was declared by another subtask's open() but not by this one's (declare the same "
+                   "states in every subtask)",
+                   st->name);
+        return NULL;
+    }
+    return st; /* not an operator of this thread's task (a unit test or a helper thread): use it as it is */
+}
+
+static inline sl_state_t *resolve(sl_state_t *st) {
+    if (SL_LIKELY(st->op->task == thread_task || !thread_task)) return st;
+    return resolve_slow(st);
+}
+
 #define KB(st) ((st)->op->kb)
 
 /* A TTL accessor failed (a stored item without its timestamp, or the
@@ -364,6 +408,7 @@ static const void *ttl_value_get(sl_state_t *st, uint32_t *len) {
 }
 
 const void *sl_value_get(sl_state_t *st, uint32_t *len) {
+    if (!(st = resolve(st))) return NULL;
     if (st->ttl) return ttl_value_get(st, len);
     uint32_t l = 0;
     const void *v = KB(st)->ops->get(KB(st), st->sid, "", 0, &l);
@@ -372,11 +417,13 @@ const void *sl_value_get(sl_state_t *st, uint32_t *len) {
 }
 
 int sl_value_put(sl_state_t *st, const void *v, uint32_t len) {
+    if (!(st = resolve(st))) return SL_EINVAL;
     if (st->ttl) return sl_ttl_value_put(KB(st), st->sid, st->ttl, "", 0, v, len);
     return KB(st)->ops->put(KB(st), st->sid, "", 0, v, len);
 }
 
 void sl_state_clear(sl_state_t *st) {
+    if (!(st = resolve(st))) return;
     if (st->ttl)
         sl_ttl_remove(KB(st), st->sid, st->ttl, "", 0);
     else
@@ -384,6 +431,7 @@ void sl_state_clear(sl_state_t *st) {
 }
 
 int sl_list_add(sl_state_t *st, const void *v, uint32_t len) {
+    if (!(st = resolve(st))) return SL_EINVAL;
     if (st->ttl) return sl_ttl_list_add(KB(st), st->sid, st->ttl, "", 0, v, len);
     return KB(st)->ops->list_add(KB(st), st->sid, "", 0, v, len);
 }
@@ -400,6 +448,7 @@ static int list_cb(void *c, const void *v, uint32_t len) {
 }
 
 int sl_list_foreach(sl_state_t *st, void (*fn)(void *c, const void *v, uint32_t len), void *c) {
+    if (!(st = resolve(st))) return SL_EINVAL;
     list_visit_t lv = {fn, c};
     if (st->ttl) {
         int rc = sl_ttl_list_foreach(KB(st), st->sid, st->ttl, "", 0, list_cb, &lv);
@@ -409,6 +458,7 @@ int sl_list_foreach(sl_state_t *st, void (*fn)(void *c, const void *v, uint32_t 
 }
 
 const void *sl_map_get(sl_state_t *st, const void *k, uint32_t klen, uint32_t *vlen) {
+    if (!(st = resolve(st))) return NULL;
     if (st->ttl) {
         const void *v = NULL;
         uint32_t l = 0;
@@ -424,11 +474,13 @@ const void *sl_map_get(sl_state_t *st, const void *k, uint32_t klen, uint32_t *v
 }
 
 int sl_map_put(sl_state_t *st, const void *k, uint32_t klen, const void *v, uint32_t vlen) {
+    if (!(st = resolve(st))) return SL_EINVAL;
     if (st->ttl) return sl_ttl_map_put(KB(st), st->sid, st->ttl, "", 0, k, klen, v, vlen);
     return KB(st)->ops->map_put(KB(st), st->sid, "", 0, k, klen, v, vlen);
 }
 
 int sl_map_remove(sl_state_t *st, const void *k, uint32_t klen) {
+    if (!(st = resolve(st))) return SL_EINVAL;
     if (st->ttl) return sl_ttl_map_remove(KB(st), st->sid, st->ttl, "", 0, k, klen);
     return KB(st)->ops->map_remove(KB(st), st->sid, "", 0, k, klen);
 }
@@ -446,6 +498,7 @@ static int map_cb(void *c, const void *k, uint32_t kl, const void *v, uint32_t v
 
 int sl_map_foreach(sl_state_t *st, void (*fn)(void *c, const void *k, uint32_t kl, const void *v, uint32_t vl),
                    void *c) {
+    if (!(st = resolve(st))) return SL_EINVAL;
     map_visit_t mv = {fn, c};
     if (st->ttl) {
         int rc = sl_ttl_map_foreach(KB(st), st->sid, st->ttl, "", 0, fn ? map_cb : NULL, &mv);
@@ -455,6 +508,7 @@ int sl_map_foreach(sl_state_t *st, void (*fn)(void *c, const void *k, uint32_t k
 }
 
 int sl_fold_add(sl_state_t *st, const void *value) {
+    if (!(st = resolve(st))) return SL_EINVAL;
     if (st->kind != 3 && st->kind != 4) return SL_EINVAL;
     if (st->ttl) {
         int rc = sl_ttl_fold(KB(st), st->sid, st->ttl, "", 0, st->size, st->kind == 3, st->kind == 4 ? st->init : NULL,
@@ -477,6 +531,7 @@ int sl_fold_add(sl_state_t *st, const void *value) {
 }
 
 const void *sl_fold_get(sl_state_t *st) {
+    if (!(st = resolve(st))) return NULL;
     uint32_t len;
     if (st->ttl) return ttl_value_get(st, &len);
     return KB(st)->ops->get(KB(st), st->sid, "", 0, &len);

@@ -61,6 +61,17 @@ typedef struct sl_key_selector {
 } sl_key_selector_t;
 
 #define SL_MAX_KEY_LEN 1024
+/* Fields of a key made by sl_key_by_fields (api/fields.c). */
+#define SL_KEY_MAX_FIELDS 16
+
+/* Whether the key is made of fields of the row (sl_key_by or
+ * sl_key_by_fields); if so their indices (up to SL_KEY_MAX_FIELDS) and
+ * number.  A key function's key is not. */
+bool sl_key_is_fields(const sl_key_selector_t *ks, int *idx, int *n);
+/* Writes the key fields that `key` (of such a selector, over rows of
+ * schema) encodes into w's fields out_idx[0..n).  0 or SL_EFORMAT/EINVAL. */
+int sl_key_decode_fields(const sl_key_selector_t *ks, const sl_schema_t *schema, const uint8_t *key, uint32_t len,
+                         sl_row_writer_t *w, const int *out_idx);
 
 /* Extracts the key of row: sets *key and *len (pointing into the row or into
  * buf, which has SL_MAX_KEY_LEN bytes).  Returns 0 or < 0. */
@@ -244,6 +255,13 @@ struct sl_state {
     void (*init)(void *ctx, void *acc);
     void *ctx;
     struct sl_ttl_state *ttl; /* time-to-live (state/ttl.h); NULL: none */
+    char *name;          /* as declared (owned) */
 };
+
+/* Binds the calling thread to a task and its chain (sl_task_main, before
+ * anything runs): keyed-state handles that another subtask's instance
+ * stored in a shared user context are then resolved to this task's
+ * same-named state (operator.c).  NULL unbinds. */
+void sl_op_bind_thread(const void *task, sl_operator_t *const *ops, int nops);
 
 #endif

@@ -584,6 +584,7 @@ static void finish_chain(sl_task_t *t) {
 
 void *sl_task_main(void *arg) {
     sl_task_t *t = arg;
+    sl_op_bind_thread(t, t->ops, t->nops);
     for (int i = t->nops - 1; i >= 0 && !t->failed; i--) {
         sl_operator_t *op = t->ops[i];
         if (op->vt->open) {

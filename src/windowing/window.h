@@ -270,6 +270,7 @@ typedef struct sl_window_spec {
     char *late_tag;                 /* owned; NULL: late records are dropped and counted */
     sl_window_fn_kind_t fn_kind;
     sl_reduce_fn reduce;
+    sl_reduce_result_fn reduce_result; /* NULL: the reduced row is the result */
     sl_aggregate_fn_t agg;
     sl_window_process_fn process;
     void *ctx;                      /* reduce / process context (aggregate: agg.ctx) */

@@ -143,6 +143,27 @@ sl_stream_t *sl_window_reduce(sl_windowed_t *w, sl_reduce_fn fn, void *ctx) {
     return add_window(w, spec, "reduce", NULL);
 }
 
+sl_stream_t *sl_window_reduce_with(sl_windowed_t *w, sl_reduce_fn fn, sl_reduce_result_fn result, void *ctx,
+                                   sl_schema_t *out_schema) {
+    if (!w || w->bad) {
+        sl_schema_unref(out_schema);
+        return NULL;
+    }
+    const char *bad = !fn ? "no reduce function given" : !result ? "no result function given"
+                      : !out_schema ? "no output schema given" : NULL;
+    if (bad) {
+        sl_env_errorf(w->env, "window reduce: %s", bad);
+        sl_schema_unref(out_schema);
+        return NULL;
+    }
+    sl_window_spec_t *spec = spec_for(w);
+    spec->fn_kind = SL_WINDOW_FN_REDUCE;
+    spec->reduce = fn;
+    spec->reduce_result = result;
+    spec->ctx = ctx;
+    return add_window(w, spec, "reduce", out_schema);
+}
+
 sl_stream_t *sl_window_aggregate(sl_windowed_t *w, sl_aggregate_fn_t fn, sl_schema_t *out_schema) {
     const char *bad = NULL;
     if (!w || w->bad) {

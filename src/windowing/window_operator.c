@@ -113,7 +113,7 @@ struct win_op {
     /* scratch, reused (grows, never shrinks) */
     sl_window_t *wins;
     int wins_cap;
-    sl_row_writer_t rw, rw2;
+    sl_row_writer_t rw, rw2, rw3; /* rw3: reduce_result's output */
     sl_buf_t buf;
     sl_window_elem_t *elems;
     int elems_cap;
@@ -415,6 +415,22 @@ static int emit_aggregate(win_op_t *op, const sl_window_t *w, const void *acc) {
     return 0;
 }
 
+/* Emits the reduced row of window w, through reduce_result if given. */
+static int emit_reduced(win_op_t *op, const sl_window_t *w, sl_row_t row) {
+    const sl_window_spec_t *s = op->spec;
+    if (s->reduce_result) {
+        sl_keyed_backend_t *kb = KB(op);
+        sl_rw_begin(&op->rw3, op->base.out_schema);
+        int rc = s->reduce_result(s->ctx, &row, kb->key, kb->keylen, w, &op->rw3);
+        if (SL_UNLIKELY(rc < 0)) return fail_user(op, rc, "reduce result");
+        if (SL_UNLIKELY(op->rw3.err)) return fail_user(op, op->rw3.err, "reduce result (bad output row)");
+        row = sl_rw_row(&op->rw3);
+    }
+    sl_record_t r = {row, sl_window_max_ts(w)};
+    sl_op_emit(&op->base, 0, &r);
+    return 0;
+}
+
 /* Applies the window function to elements v[0..n) (a list-state window). */
 static int apply_elements(win_op_t *op, const sl_window_t *w, const sl_window_elem_t *v, int n) {
     const sl_window_spec_t *s = op->spec;
@@ -453,9 +469,7 @@ static int apply_elements(win_op_t *op, const sl_window_t *w, const sl_window_el
             if (SL_UNLIKELY(out->err)) return fail_user(op, out->err, "reduce (bad output row)");
             cur = sl_rw_row(out);
         }
-        sl_record_t r = {cur, sl_window_max_ts(w)};
-        sl_op_emit(&op->base, 0, &r);
-        return 0;
+        return emit_reduced(op, w, cur);
     }
     }
     return 0;
@@ -481,9 +495,7 @@ static int emit_window(win_op_t *op, const sl_window_t *w, const sl_window_t *sw
     const void *v = kb->ops->get(kb, op->sid_contents, ns, SL_WINDOW_NS_LEN, &len);
     if (!v) return 0;
     if (op->spec->fn_kind == SL_WINDOW_FN_AGGREGATE) return emit_aggregate(op, w, v);
-    sl_record_t r = {{v, len, op->in_schema}, sl_window_max_ts(w)};
-    sl_op_emit(&op->base, 0, &r);
-    return 0;
+    return emit_reduced(op, w, (sl_row_t){v, len, op->in_schema});
 }
 
 /* ---- late records ---------------------------------------------------------- */
@@ -1218,6 +1230,7 @@ static void w_destroy(sl_operator_t *o) {
     sl_free(op->wins);
     sl_rw_free(&op->rw);
     sl_rw_free(&op->rw2);
+    sl_rw_free(&op->rw3);
     sl_buf_free(&op->buf);
     sl_free(op->elems);
     sl_free(op->vals);
@@ -1287,6 +1300,7 @@ sl_operator_t *sl_window_op_create(const void *spec_, const sl_op_init_t *init) 
     wins_reserve(op, (int)(maxw < 64 ? maxw : 64));
     sl_rw_init(&op->rw);
     sl_rw_init(&op->rw2);
+    sl_rw_init(&op->rw3);
     if (s->fn_kind == SL_WINDOW_FN_AGGREGATE) op->acc = sl_calloc(1, s->agg.acc_size ? s->agg.acc_size : 1);
     if (op->fast && op->event_time && s->assigner->kind == SL_ASSIGNER_SLIDING &&
         s->fn_kind == SL_WINDOW_FN_AGGREGATE && s->agg.merge && s->assigner->slide > 0) {
