@@ -340,7 +340,9 @@ int fk_run(const fk_opts_t *o, fk_summary_t *sum, char *err, size_t errlen) {
     sl_stream_t *events = sl_uid(sl_from_source(env, sl_kafka_source(&so), wm, "events"), "events");
     throttle_t th = {o->throttle, 0, 0}; /* cloned per subtask when the job starts */
     if (o->throttle > 0) {
-        events = sl_uid(sl_map_ex(events, th_map, (sl_fn_opts_t){&th, th_clone, th_free}, sl_schema_ref(txn)),
+        events = sl_uid(sl_map_ex(events, th_map,
+                                  (sl_fn_opts_t){.ctx = &th, .ctx_clone = th_clone, .ctx_free = th_free},
+                                  sl_schema_ref(txn)),
                         "throttle");
     }
 
