@@ -18,3 +18,9 @@ late = sum(1 for _ in open("s1-late.jsonl"))
 assert n + late == 200000 and late > 0 and n > 0, (n, late)
 PY
 echo "ok   s1_minimal"
+
+# fraud_rules: rules change while transactions flow; the run reports them.
+out="$("$BUILD/fraud_rules" 2>&1)" || fail "fraud_rules exited with $?: $out"
+echo "$out" | grep -Eq '^[0-9]+ transactions, [1-9][0-9]* rule changes, [1-9][0-9]* alerts' ||
+    fail "fraud_rules: unexpected summary: $out"
+echo "ok   fraud_rules"
