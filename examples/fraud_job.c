@@ -13,7 +13,7 @@
  */
 #include "fraud_job.h"
 
-#include "config/config.h"
+#include "sluice/config.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -71,7 +71,8 @@ fraud_opts_t fraud_defaults(void) {
 
 int fraud_run(const fraud_opts_t *o, fraud_summary_t *sum, char *err, size_t errlen) {
     sl_env_t *env = sl_env_new();
-    if (o->config && sl_config_apply_env(o->config, env, err, errlen) < 0) {
+    if (o->config && sl_env_configure(env, o->config) < 0) {
+        snprintf(err, errlen, "%s", sl_env_error(env));
         sl_env_destroy(env);
         return SL_EINVAL;
     }

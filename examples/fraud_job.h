@@ -8,6 +8,7 @@
 #ifndef SL_FRAUD_JOB_H
 #define SL_FRAUD_JOB_H
 
+#include "sluice/config.h"
 #include "sluice/sluice.h"
 
 typedef struct fraud_opts {
@@ -27,7 +28,7 @@ typedef struct fraud_opts {
     const char *checkpoint_dir;     /* execution.checkpointing.dir */
     const char *from_checkpoint;    /* restore from this chk-<n> or job directory */
     const char *exactly_once_dir;   /* results through the exactly-once file sink instead */
-    const struct sl_config *config; /* config.yaml settings, applied first (NULL: none) */
+    const sl_config_t *config;  /* config.yaml settings, applied first (NULL: none) */
 } fraud_opts_t;
 
 typedef struct fraud_summary {

@@ -237,11 +237,13 @@ int main(int argc, char **argv) {
     int rc = sl_env_execute(env, "fraud-rules");
     if (rc < 0) {
         fprintf(stderr, "fraud_rules: %s\n", sl_env_error(env));
+        sl_counting_sink_stats_free(stats);
         sl_env_destroy(env);
         return 1;
     }
     printf("%lld transactions, %d rule changes, %lld alerts\n", (long long)g.count, rs->nrules,
            (long long)sl_counting_sink_count(stats));
+    sl_counting_sink_stats_free(stats);
     sl_env_destroy(env);
     return 0;
 }

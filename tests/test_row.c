@@ -333,15 +333,15 @@ static int parse_fails(const char *ddl, const char *needle1, const char *needle2
 
 TEST(schema_errors_name_the_token) {
     CHECK(parse_fails("a BIGINT, b FOO", "'FOO'", "'b'"));
-    CHECK(parse_fails("a BIGINT, b", "unknown type", "'b'"));
-    CHECK(parse_fails("", "expected a field name", "offset 0"));
-    CHECK(parse_fails("a INT, , b INT", "expected a field name", "offset 7"));
+    CHECK(parse_fails("a BIGINT, b", "no type (expected a type at column 12)", "'b'"));
+    CHECK(parse_fails("", "expected a field name", "column 1"));
+    CHECK(parse_fails("a INT, , b INT", "expected a field name", "column 8"));
     CHECK(parse_fails("a INT NOT", "expected NULL after NOT", "'a'"));
     CHECK(parse_fails("a INT NOT NIL", "expected NULL after NOT", "'a'"));
     CHECK(parse_fails("a INT, a BIGINT", "duplicate field 'a'", NULL));
     CHECK(parse_fails("t TIMESTAMP(6)", "TIMESTAMP(3)", "'t'"));
-    CHECK(parse_fails("s VARCHAR(10", "missing ')'", "'s'"));
-    CHECK(parse_fails("a INT b INT", "unexpected 'b'", "offset 6"));
+    CHECK(parse_fails("s VARCHAR(10", "expected a number and ')'", "'s'"));
+    CHECK(parse_fails("a INT b INT", "unexpected 'b'", "column 7"));
     CHECK(parse_fails("a INT; DROP", "unexpected ';'", NULL));
     char err[8];
     CHECK(sl_schema_parse(NULL, err, sizeof err) == NULL);

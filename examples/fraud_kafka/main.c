@@ -11,8 +11,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "connectors/kafka_common.h"
 #include "fraud_kafka.h"
+#include "sluice/kafka.h"
 
 /* `read`: prints up to max values of a topic (those containing grep), read
  * from the beginning to its end with a read_committed consumer, then the
@@ -22,11 +22,11 @@ typedef struct reader {
     const char *grep;
 } reader_t;
 
-static int show(void *ctx, const rd_kafka_message_t *m) {
+static int show(void *ctx, const sl_kafka_record_t *m) {
     reader_t *r = ctx;
     r->total++;
-    if (!m->payload) return 0;
-    char *v = strndup(m->payload, m->len);
+    if (!m->value) return 0;
+    char *v = strndup(m->value, m->value_len);
     if (!r->grep || strstr(v, r->grep)) {
         r->matched++;
         if (r->shown < r->max) {
@@ -41,7 +41,7 @@ static int show(void *ctx, const rd_kafka_message_t *m) {
 static int read_topic(const char *bootstrap, const char *topic, int64_t max, const char *grep) {
     reader_t r = {0, 0, 0, max, grep};
     char err[512];
-    if (sl_kafka_scan(bootstrap, NULL, topic, true, show, &r, 60000, err, sizeof err) != 0) {
+    if (sl_kafka_read_topic(bootstrap, topic, true, show, &r, 60000, err, sizeof err) != 0) {
         fprintf(stderr, "fraud_kafka read: %s\n", err);
         return 1;
     }

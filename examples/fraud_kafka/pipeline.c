@@ -21,12 +21,13 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "common/common.h"
+#include "fk_util.h"
 #include "fraud_kafka.h"
 #include "sluice/postgres.h"
 
@@ -108,20 +109,20 @@ typedef struct throttle {
 } throttle_t;
 
 static void *th_clone(const void *c) {
-    throttle_t *t = sl_malloc(sizeof *t);
+    throttle_t *t = malloc(sizeof *t);
     *t = *(const throttle_t *)c;
     t->t0_ns = 0;
     t->n = 0;
     return t;
 }
 
-static void th_free(void *c) { sl_free(c); }
+static void th_free(void *c) { free(c); }
 
 static int th_map(void *ctx, const sl_record_t *in, sl_row_writer_t *out) {
     throttle_t *t = ctx;
-    if (t->t0_ns == 0) t->t0_ns = sl_mono_ns();
+    if (t->t0_ns == 0) t->t0_ns = fk_mono_ns();
     int64_t due = t->t0_ns + (int64_t)((double)++t->n / t->rate * 1e9);
-    int64_t now = sl_mono_ns();
+    int64_t now = fk_mono_ns();
     if (due > now) {
         struct timespec ts = {(time_t)((due - now) / 1000000000), (long)((due - now) % 1000000000)};
         nanosleep(&ts, NULL);
@@ -150,17 +151,17 @@ typedef struct tap_writer {
 static void tap_log(tap_writer_t *w, const char *what, int64_t id, int64_t rows) {
     char line[200];
     int l = snprintf(line, sizeof line, "%s %s %" PRId64 " %d %" PRId64 "\n", w->t->name, what, id, w->subtask, rows);
-    if (w->fd >= 0) (void)sl_write_all(w->fd, line, (size_t)l); /* O_APPEND: whole lines; a lost one only weakens the test */
+    if (w->fd >= 0) (void)fk_write_all(w->fd, line, (size_t)l); /* O_APPEND: whole lines; a lost one only weakens the test */
 }
 
 static int tap_open(void *ctx, int subtask, int par, const sl_schema_t *s, void **wp, char *err, size_t errlen) {
     tap_ctx_t *t = ctx;
-    tap_writer_t *w = sl_calloc(1, sizeof *w);
+    tap_writer_t *w = calloc(1, sizeof *w);
     w->t = t;
     w->subtask = subtask;
     int rc = t->inner.ops->open(t->inner.ctx, subtask, par, s, &w->inner, err, errlen);
     if (rc) {
-        sl_free(w);
+        free(w);
         return rc;
     }
     w->fd = open(t->path, O_WRONLY | O_APPEND | O_CREAT, 0644);
@@ -218,15 +219,15 @@ static void tap_close(void *wp) {
     if (!w) return;
     if (w->t->inner.ops->close) w->t->inner.ops->close(w->inner);
     if (w->fd >= 0) close(w->fd);
-    sl_free(w);
+    free(w);
 }
 
 static void tap_destroy(void *ctx) {
     tap_ctx_t *t = ctx;
     if (t->inner.ops->destroy) t->inner.ops->destroy(t->inner.ctx);
-    sl_free(t->name);
-    sl_free(t->path);
-    sl_free(t);
+    free(t->name);
+    free(t->path);
+    free(t);
 }
 
 static int tap_recover(void *ctx, int64_t restored, char *err, size_t errlen) {
@@ -248,10 +249,10 @@ static int tap_restore(void *wp, const void *state, size_t len, char *err, size_
  * wrapper).  Takes ownership of inner. */
 static sl_sink_t tap(sl_sink_t inner, const char *name, const char *path) {
     if (!path || !inner.ops->pre_commit) return inner;
-    tap_ctx_t *t = sl_calloc(1, sizeof *t);
+    tap_ctx_t *t = calloc(1, sizeof *t);
     t->inner = inner;
-    t->name = sl_strdup(name);
-    t->path = sl_strdup(path);
+    t->name = strdup(name);
+    t->path = strdup(path);
     t->ops = (sl_sink_ops_t){
         .name = inner.ops->name,
         .open = tap_open,
@@ -292,12 +293,12 @@ static const char *delivery_name(sl_delivery_t d) {
 }
 
 int fk_run(const fk_opts_t *o, fk_summary_t *sum, char *err, size_t errlen) {
-    if (!o->bootstrap || !*o->bootstrap) return sl_errf(err, errlen, SL_EINVAL, "fraud-kafka: --bootstrap is required");
+    if (!o->bootstrap || !*o->bootstrap) return fk_errf(err, errlen, SL_EINVAL, "fraud-kafka: --bootstrap is required");
     if (o->delivery == SL_DELIVERY_EXACTLY_ONCE && o->checkpoint_interval_ms <= 0)
-        return sl_errf(err, errlen, SL_EINVAL,
+        return fk_errf(err, errlen, SL_EINVAL,
                        "fraud-kafka: exactly-once delivery needs checkpoints (--checkpoint-interval > 0)");
     if (o->parallelism < 1 || o->parallelism > 64)
-        return sl_errf(err, errlen, SL_EINVAL, "fraud-kafka: parallelism %d is not in 1..64", o->parallelism);
+        return fk_errf(err, errlen, SL_EINVAL, "fraud-kafka: parallelism %d is not in 1..64", o->parallelism);
     memset(sum, 0, sizeof *sum);
     sl_env_t *env = sl_env_new();
     sl_env_set_parallelism(env, o->parallelism);
@@ -312,7 +313,7 @@ int fk_run(const fk_opts_t *o, fk_summary_t *sum, char *err, size_t errlen) {
         snprintf(job, sizeof job, "%s/%s", o->checkpoint_dir, FK_JOB_NAME);
         if (has_checkpoint(job)) {
             if (sl_env_restore_from(env, job) != 0) {
-                int rc = sl_errf(err, errlen, SL_EINVAL, "fraud-kafka: restoring from %s: %s", job, sl_env_error(env));
+                int rc = fk_errf(err, errlen, SL_EINVAL, "fraud-kafka: restoring from %s: %s", job, sl_env_error(env));
                 sl_env_destroy(env);
                 return rc;
             }
@@ -400,9 +401,9 @@ int fk_run(const fk_opts_t *o, fk_summary_t *sum, char *err, size_t errlen) {
             o->decisions_topic, delivery_name(o->delivery), o->conninfo && *o->conninfo ? " + table " : "",
             o->conninfo && *o->conninfo ? o->table : "", o->parallelism, o->checkpoint_interval_ms,
             o->bounded ? ", bounded" : "", sum->restored ? ", restored" : "");
-    int64_t t0 = sl_mono_ns();
+    int64_t t0 = fk_mono_ns();
     int rc = sl_env_execute(env, FK_JOB_NAME);
-    sum->seconds = (double)(sl_mono_ns() - t0) / 1e9;
+    sum->seconds = (double)(fk_mono_ns() - t0) / 1e9;
     if (rc < 0) {
         snprintf(err, errlen, "%s", sl_env_error(env));
     } else {

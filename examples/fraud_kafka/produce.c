@@ -23,7 +23,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "connectors/kafka_common.h"
+#include <librdkafka/rdkafka.h>
+
+#include "fk_util.h"
 #include "fraud_kafka.h"
 
 fk_gen_opts_t fk_gen_defaults(void) {
@@ -64,7 +66,7 @@ int64_t fk_gen_count(const fk_gen_opts_t *g, int p) {
 }
 
 static uint64_t rnd(const fk_gen_opts_t *g, int p, int64_t i, uint64_t salt) {
-    return sl_mix64(g->seed * 0x9e3779b97f4a7c15ULL ^ ((uint64_t)p << 48) ^ (uint64_t)i ^ (salt << 56) ^
+    return fk_mix64(g->seed * 0x9e3779b97f4a7c15ULL ^ ((uint64_t)p << 48) ^ (uint64_t)i ^ (salt << 56) ^
                     (salt * 0xbf58476d1ce4e5b9ULL));
 }
 
@@ -121,9 +123,9 @@ static int send_one(prod_t *p, const char *topic, int partition, const char *key
             continue;
         }
         if (e)
-            return sl_errf(err, errlen, SL_EIO, "produce: cannot write to topic '%s' partition %d: %s", topic, partition,
+            return fk_errf(err, errlen, SL_EIO, "produce: cannot write to topic '%s' partition %d: %s", topic, partition,
                            rd_kafka_err2str(e));
-        return p->failed ? sl_errf(err, errlen, SL_EIO, "produce: topic '%s': %s", topic, p->msg) : 0;
+        return p->failed ? fk_errf(err, errlen, SL_EIO, "produce: topic '%s': %s", topic, p->msg) : 0;
     }
 }
 
@@ -135,7 +137,7 @@ static int txn_json(const fk_txn_t *t, char *buf, size_t cap) {
 static void pace(double rate, int64_t t0_ns, int64_t sent) {
     if (rate <= 0) return;
     int64_t due = t0_ns + (int64_t)((double)sent / rate * 1e9);
-    int64_t now = sl_mono_ns();
+    int64_t now = fk_mono_ns();
     if (due > now) {
         struct timespec ts = {(time_t)((due - now) / 1000000000), (long)((due - now) % 1000000000)};
         nanosleep(&ts, NULL);
@@ -148,14 +150,14 @@ static void pace(double rate, int64_t t0_ns, int64_t sent) {
 static int produce_wall_clock(prod_t *p, const fk_produce_opts_t *o, int64_t *produced, char *err, size_t errlen) {
     const fk_gen_opts_t *g = &o->gen;
     int n = active_partitions(g);
-    int64_t t0 = sl_mono_ns();
+    int64_t t0 = fk_mono_ns();
     int rc = 0;
     for (int64_t i = 0; !rc && (g->events < 0 || i < g->events); i++) {
         pace(o->rate, t0, i);
         int part = partition_of_rank(g, (int)(i % n));
         fk_txn_t t;
         fk_gen_txn(g, part, i / n, &t);
-        t.ts = sl_wall_ms();
+        t.ts = fk_wall_ms();
         char val[160], key[32];
         int len = txn_json(&t, val, sizeof val);
         snprintf(key, sizeof key, "%" PRId64, t.card_id);
@@ -169,12 +171,12 @@ static int produce_wall_clock(prod_t *p, const fk_produce_opts_t *o, int64_t *pr
 int fk_produce(const fk_produce_opts_t *o, int64_t *produced, char *err, size_t errlen) {
     const fk_gen_opts_t *g = &o->gen;
     *produced = 0;
-    if (!o->bootstrap || !*o->bootstrap) return sl_errf(err, errlen, SL_EINVAL, "produce: --bootstrap is required");
+    if (!o->bootstrap || !*o->bootstrap) return fk_errf(err, errlen, SL_EINVAL, "produce: --bootstrap is required");
     if (g->partitions < 1 || active_partitions(g) < 1)
-        return sl_errf(err, errlen, SL_EINVAL, "produce: %d partitions with partition %d idle leave none for data",
+        return fk_errf(err, errlen, SL_EINVAL, "produce: %d partitions with partition %d idle leave none for data",
                        g->partitions, g->idle_partition);
     if (g->max_disorder_ms < 0 || g->cards < 1)
-        return sl_errf(err, errlen, SL_EINVAL, "produce: --cards must be >= 1 and the disorder >= 0");
+        return fk_errf(err, errlen, SL_EINVAL, "produce: --cards must be >= 1 and the disorder >= 0");
     prod_t p = {0};
     /* small record batches: a consumer fetches at least one whole batch of
      * a partition, so this bounds how far one partition can run ahead of
@@ -183,23 +185,33 @@ int fk_produce(const fk_produce_opts_t *o, int64_t *produced, char *err, size_t 
     snprintf(batch, sizeof batch, "%d", o->batch > 0 ? o->batch : 100);
     const char *defaults[] = {"enable.idempotence", "true", "linger.ms", "5", "batch.num.messages", batch,
                               "client.id", "fraud-kafka-produce", NULL};
-    rd_kafka_conf_t *conf = sl_kafka_conf_new(o->bootstrap, NULL, defaults, err, errlen);
-    if (!conf) return SL_EINVAL;
+    /* the topic first, through sluice's helper; then a plain librdkafka producer */
+    int rc = sl_kafka_ensure_topic(o->bootstrap, o->topic, g->partitions, err, errlen);
+    if (rc) return rc;
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char cerr[512];
+    if (rd_kafka_conf_set(conf, "bootstrap.servers", o->bootstrap, cerr, sizeof cerr) != RD_KAFKA_CONF_OK) {
+        rd_kafka_conf_destroy(conf);
+        return fk_errf(err, errlen, SL_EINVAL, "produce: bootstrap.servers=%s: %s", o->bootstrap, cerr);
+    }
+    for (int i = 0; defaults[i]; i += 2)
+        if (rd_kafka_conf_set(conf, defaults[i], defaults[i + 1], cerr, sizeof cerr) != RD_KAFKA_CONF_OK) {
+            rd_kafka_conf_destroy(conf);
+            return fk_errf(err, errlen, SL_EINVAL, "produce: kafka property %s=%s: %s", defaults[i], defaults[i + 1],
+                           cerr);
+        }
     rd_kafka_conf_set_dr_msg_cb(conf, delivered);
     rd_kafka_conf_set_opaque(conf, &p);
-    if (!(p.rk = sl_kafka_client_new(RD_KAFKA_PRODUCER, conf, err, errlen))) return SL_EINVAL;
-    int rc = sl_kafka_create_topic(p.rk, o->topic, g->partitions, NULL, err, errlen);
-    int have = 0;
-    if (!rc) rc = sl_kafka_partition_counts(p.rk, &o->topic, 1, &have, SL_KAFKA_CALL_TIMEOUT_MS, err, errlen);
-    if (!rc && have != g->partitions)
-        rc = sl_errf(err, errlen, SL_EINVAL, "produce: topic '%s' has %d partitions, not %d", o->topic, have,
-                     g->partitions);
+    if (!(p.rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, cerr, sizeof cerr))) {
+        rd_kafka_conf_destroy(conf);
+        return fk_errf(err, errlen, SL_EINVAL, "produce: cannot create a kafka producer: %s", cerr);
+    }
     if (!rc && o->wall_clock) {
         rc = produce_wall_clock(&p, o, produced, err, errlen);
     } else if (!rc) {
         /* round robin over the partitions, poison records after their
          * transaction; the rate (if any) applies to the whole */
-        int64_t t0 = sl_mono_ns(), sent = 0, most = 0;
+        int64_t t0 = fk_mono_ns(), sent = 0, most = 0;
         char val[200], key[32];
         for (int part = 0; part < g->partitions; part++)
             if (fk_gen_count(g, part) > most) most = fk_gen_count(g, part);
@@ -229,10 +241,10 @@ int fk_produce(const fk_produce_opts_t *o, int64_t *produced, char *err, size_t 
     if (!rc) {
         for (int i = 0; i < 600 && rd_kafka_outq_len(p.rk) > 0; i++) rd_kafka_flush(p.rk, 100);
         if (rd_kafka_outq_len(p.rk) > 0)
-            rc = sl_errf(err, errlen, SL_EIO, "produce: %d records to '%s' not acknowledged after 60 s",
+            rc = fk_errf(err, errlen, SL_EIO, "produce: %d records to '%s' not acknowledged after 60 s",
                          rd_kafka_outq_len(p.rk), o->topic);
         else if (p.failed)
-            rc = sl_errf(err, errlen, SL_EIO, "produce: topic '%s': %s", o->topic, p.msg);
+            rc = fk_errf(err, errlen, SL_EIO, "produce: topic '%s': %s", o->topic, p.msg);
     }
     rd_kafka_destroy(p.rk);
     return rc;

@@ -139,6 +139,39 @@ typedef struct sl_kafka_sink_opts {
 SL_API sl_kafka_sink_opts_t sl_kafka_sink_defaults(void);
 SL_API sl_sink_t sl_kafka_sink(const sl_kafka_sink_opts_t *opts);
 
+/* ---- helpers for tools and examples ----------------------------------- */
+
+/* Creates `topic` with `partitions` partitions (replication factor: the
+ * broker's default) if it does not exist, and checks that it has exactly
+ * that many.  0, or SL_EINVAL (a different partition count) / SL_EIO (the
+ * broker), with a message naming the topic.  Blocks for at most ~15 s per
+ * broker call; any thread. */
+SL_API int sl_kafka_ensure_topic(const char *bootstrap_servers, const char *topic, int partitions, char *err,
+                                 size_t errlen);
+
+/* One record, as sl_kafka_read_topic hands it over (borrowed for the call). */
+typedef struct sl_kafka_record {
+    const char *topic;
+    int32_t partition;
+    int64_t offset;
+    int64_t timestamp_ms;  /* -1 when the record has none */
+    const void *key;       /* NULL: no key */
+    size_t key_len;
+    const void *value;     /* NULL: a tombstone */
+    size_t value_len;
+} sl_kafka_record_t;
+typedef int (*sl_kafka_record_fn)(void *ctx, const sl_kafka_record_t *r);
+
+/* Reads every record of every partition of `topic`, from the beginning up
+ * to the end of the log as it is when called, calling fn for each (a
+ * non-zero return stops the read and is returned).  read_committed: records
+ * of aborted transactions are skipped, and the read waits — at most
+ * timeout_ms — until transactions open at the start are decided.  0 or a
+ * negative SL_E* code with a message naming the broker or topic.
+ * Blocks the calling thread; any thread. */
+SL_API int sl_kafka_read_topic(const char *bootstrap_servers, const char *topic, bool read_committed,
+                               sl_kafka_record_fn fn, void *ctx, int timeout_ms, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

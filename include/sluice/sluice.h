@@ -720,6 +720,9 @@ SL_API sl_sink_t sl_print_sink(const char *prefix);
 typedef struct sl_counting_sink_stats sl_counting_sink_stats_t;
 SL_API sl_sink_t sl_counting_sink(sl_counting_sink_stats_t **stats_out);
 SL_API int64_t sl_counting_sink_count(const sl_counting_sink_stats_t *s);
+/* Releases the caller's reference to the statistics that stats_out gave
+ * (the sink holds its own until the environment is destroyed). */
+SL_API void sl_counting_sink_stats_free(sl_counting_sink_stats_t *s);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
 #include "common/common.h"
 #include "operators/basic_ops.h"
 #include "operators/source_op.h"
+#include "types/schema_int.h"
 
 static void free_stream(void *p) {
     sl_stream_t *s = p;
@@ -70,8 +71,12 @@ static sl_stream_t *node_stream(sl_env_t *env, sl_node_t *n) {
 }
 
 sl_stream_t *sl_from_source(sl_env_t *env, sl_source_t src, sl_watermark_strategy_t ws, const char *name) {
+    char schema_err[512];
     if (!src.ops || !src.schema) {
-        sl_env_errorf(env, "source '%s': no source given", name ? name : "");
+        if (!src.schema && sl__schema_take_parse_error(schema_err, sizeof schema_err))
+            sl_env_errorf(env, "source '%s': %s", name ? name : "", schema_err); /* sl_schema_parse(bad DDL) */
+        else
+            sl_env_errorf(env, "source '%s': no source given", name ? name : "");
         if (src.ops && src.ops->destroy) src.ops->destroy(src.ctx);
         sl_schema_unref(src.schema);
         return NULL;
@@ -157,6 +162,13 @@ sl_stream_t *sl_graph_add_operator(sl_stream_t *in, sl_stream_t *in2, bool keyed
         return NULL;
     }
     sl_env_t *env = in->env;
+    char schema_err[512];
+    if (!out_schema && sl__schema_take_parse_error(schema_err, sizeof schema_err)) {
+        /* the schema argument was sl_schema_parse(...) of bad DDL */
+        sl_env_errorf(env, "%s: %s", default_name, schema_err);
+        if (free_spec) free_spec(spec);
+        return NULL;
+    }
     sl_node_t *n = node_new(env, SL_NODE_OPERATOR, default_name);
     n->ninputs = in2 ? 2 : 1;
     n->create = create;

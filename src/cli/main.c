@@ -8,12 +8,15 @@
  * savepoint, list) next to `run`.
  */
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config/config.h"
+#include "config/suggest.h"
 #include "fraud_job.h"
 
 #define SLUICE_VERSION "0.1.0"
@@ -53,32 +56,83 @@ static void usage(FILE *f) {
             "  --config FILE            a config.yaml with Flink's keys (execution.checkpointing.*,\n"
             "                           restart-strategy.*, parallelism.default, ...)\n"
             "  -D key=value             one configuration key (overrides the file)\n"
+            "  --help-config            every configuration key: type, default, allowed values\n"
             "  -h, --help               this text\n"
             "  --version                sluice's version\n");
 }
 
-static int parse_i64(const char *opt, const char *s, int64_t *out) {
+/* Every option, for "did you mean" (keep in step with usage() and main()). */
+static const char *const OPTIONS[] = {
+    "--input", "--format", "--on-error", "--events", "--cards", "--splits", "--rate", "--seed",
+    "--late-fraction", "-p", "--parallelism", "--allowed-lateness", "--idle-timeout", "--output",
+    "--late-output", "--print", "--checkpoint-interval", "--checkpoint-dir", "--from-checkpoint",
+    "--exactly-once-output", "--config", "-D", "--help-config", "-h", "--help", "--version",
+};
+
+/* What an integer option accepts. */
+typedef enum {
+    INT_POSITIVE,     /* 1 .. max */
+    INT_NON_NEGATIVE, /* 0 .. max */
+    INT_UNBOUNDED,    /* -1 (unbounded) or 1 .. max */
+    INT_ANY,          /* any 64-bit integer (a seed) */
+} int_kind_t;
+
+static const char *int_kind_text(int_kind_t k) {
+    switch (k) {
+    case INT_POSITIVE: return "a positive integer";
+    case INT_NON_NEGATIVE: return "a non-negative integer";
+    case INT_UNBOUNDED: return "an integer >= 1, or -1 (unbounded)";
+    case INT_ANY: return "an integer";
+    }
+    return "an integer";
+}
+
+/* Parses s as the value of integer option opt: decimal digits with an
+ * optional sign, in the range of kind and at most max.  On error prints
+ * "sluice: OPT: expected ..., got 'S'" and returns -1. */
+static int parse_int_opt(const char *opt, const char *s, int_kind_t kind, int64_t max, int64_t *out) {
     char *end;
     errno = 0;
-    long long v = strtoll(s ? s : "", &end, 10);
-    if (!s || !*s || *end || errno) {
-        fprintf(stderr, "sluice: %s: expected an integer, got '%s'\n", opt, s ? s : "");
+    long long v = s && *s ? strtoll(s, &end, 10) : 0;
+    bool ok = s && *s && (*s == '-' || *s == '+' || (*s >= '0' && *s <= '9')) && !*end && errno == 0;
+    if (ok) {
+        switch (kind) {
+        case INT_POSITIVE: ok = v >= 1; break;
+        case INT_NON_NEGATIVE: ok = v >= 0; break;
+        case INT_UNBOUNDED: ok = v >= 1 || v == -1; break;
+        case INT_ANY: break;
+        }
+        if (v > max) ok = false;
+    }
+    if (!ok) {
+        if (!s) fprintf(stderr, "sluice: %s: expected %s, got nothing\n", opt, int_kind_text(kind));
+        else if (errno == 0 && s[0] && !*end && v > max && kind != INT_ANY)
+            fprintf(stderr, "sluice: %s: expected %s of at most %lld, got '%s'\n", opt, int_kind_text(kind),
+                    (long long)max, s);
+        else fprintf(stderr, "sluice: %s: expected %s, got '%s'\n", opt, int_kind_text(kind), s);
         return -1;
     }
     *out = v;
     return 0;
 }
 
-static int parse_f64(const char *opt, const char *s, double *out) {
+/* A finite number from lo to hi. */
+static int parse_num_opt(const char *opt, const char *s, double lo, double hi, const char *what, double *out) {
     char *end;
     errno = 0;
-    double v = strtod(s ? s : "", &end);
-    if (!s || !*s || *end || errno) {
-        fprintf(stderr, "sluice: %s: expected a number, got '%s'\n", opt, s ? s : "");
+    double v = s && *s ? strtod(s, &end) : 0;
+    if (!s || !*s || *end || errno || !isfinite(v) || v < lo || v > hi) {
+        fprintf(stderr, "sluice: %s: expected %s, got '%s'\n", opt, what, s ? s : "");
         return -1;
     }
     *out = v;
     return 0;
+}
+
+static void unknown_option(const char *a) {
+    const char *best = sl_suggest(a, OPTIONS, (int)(sizeof OPTIONS / sizeof OPTIONS[0]), false);
+    if (best) fprintf(stderr, "sluice: unknown option '%s' (did you mean %s?)\n", a, best);
+    else fprintf(stderr, "sluice: unknown option '%s' (see sluice --help)\n", a);
 }
 
 static void group(char *buf, size_t cap, int64_t v) {
@@ -116,19 +170,39 @@ int main(int argc, char **argv) {
     int i = 1;
     if (i < argc && strcmp(argv[i], "run") == 0) i++;
     if (i < argc && strcmp(argv[i], "fraud") == 0) i++;
+    char optbuf[64];
     for (; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        bool inline_v = false; /* --opt=value */
+        const char *eqp = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        if (eqp && (size_t)(eqp - a) < sizeof optbuf) {
+            snprintf(optbuf, sizeof optbuf, "%.*s", (int)(eqp - a), a);
+            a = optbuf;
+            v = eqp + 1;
+            inline_v = true;
+        }
         int64_t n;
         double d;
-#define NEXT_I64(dst)                                  \
-    do {                                               \
-        if (parse_i64(a, v, &n) < 0) return finish(&cfg, 2);         \
-        dst = n;                                       \
-        i++;                                           \
+#define NEXT_INT(dst, kind, max)                                               \
+    do {                                                                       \
+        if (parse_int_opt(a, v, kind, max, &n) < 0) return finish(&cfg, 2);   \
+        dst = n;                                                               \
+        i += !inline_v;                                                        \
     } while (0)
+        if (inline_v && (!strcmp(a, "--help") || !strcmp(a, "--help-config") || !strcmp(a, "--version") ||
+                         !strcmp(a, "--print"))) {
+            fprintf(stderr, "sluice: %s takes no value, got '%s'\n", a, v);
+            return finish(&cfg, 2);
+        }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
+            return finish(&cfg, 0);
+        } else if (!strcmp(a, "--help-config")) {
+            sl_buf_t b = {0};
+            sl_config_help(&b);
+            fputs((const char *)b.p, stdout);
+            sl_buf_free(&b);
             return finish(&cfg, 0);
         } else if (!strcmp(a, "--version")) {
             printf("sluice %s\n", SLUICE_VERSION);
@@ -136,17 +210,17 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--input")) {
             if (!v) { fprintf(stderr, "sluice: --input needs a file\n"); return finish(&cfg, 2); }
             o.input = v;
-            i++;
+            i += !inline_v;
         } else if (!strcmp(a, "--format")) {
             if (v && !strcmp(v, "json")) o.input_format = SL_FMT_JSON;
             else if (v && !strcmp(v, "csv")) o.input_format = SL_FMT_CSV;
             else { fprintf(stderr, "sluice: --format: expected json or csv, got '%s'\n", v ? v : ""); return finish(&cfg, 2); }
-            i++;
+            i += !inline_v;
         } else if (!strcmp(a, "--on-error")) {
             if (v && !strcmp(v, "fail")) o.on_error = SL_ON_ERROR_FAIL;
             else if (v && !strcmp(v, "skip")) o.on_error = SL_ON_ERROR_SKIP;
             else { fprintf(stderr, "sluice: --on-error: expected fail or skip, got '%s'\n", v ? v : ""); return finish(&cfg, 2); }
-            i++;
+            i += !inline_v;
         } else if (!strcmp(a, "--config")) {
             if (!v) { fprintf(stderr, "sluice: --config needs a file\n"); return finish(&cfg, 2); }
             if (sl_config_load_file(&cfg, v, cerr, sizeof cerr) < 0) {
@@ -154,7 +228,7 @@ int main(int argc, char **argv) {
                 return finish(&cfg, 2);
             }
             have_cfg = true;
-            i++;
+            i += !inline_v;
         } else if (!strncmp(a, "-D", 2)) {
             const char *kv = a[2] ? a + 2 : v;
             const char *eq = kv ? strchr(kv, '=') : NULL;
@@ -167,45 +241,45 @@ int main(int argc, char **argv) {
             }
             have_cfg = true;
             if (!a[2]) i++;
-        } else if (!strcmp(a, "--events")) NEXT_I64(o.gen.count);
-        else if (!strcmp(a, "--cards")) NEXT_I64(o.gen.cards);
-        else if (!strcmp(a, "--splits")) NEXT_I64(o.gen.splits);
-        else if (!strcmp(a, "--seed")) NEXT_I64(o.gen.seed);
+        } else if (!strcmp(a, "--events")) NEXT_INT(o.gen.count, INT_UNBOUNDED, INT64_MAX);
+        else if (!strcmp(a, "--cards")) NEXT_INT(o.gen.cards, INT_POSITIVE, INT64_MAX);
+        else if (!strcmp(a, "--splits")) NEXT_INT(o.gen.splits, INT_POSITIVE, INT_MAX);
+        else if (!strcmp(a, "--seed")) NEXT_INT(o.gen.seed, INT_ANY, INT64_MAX);
         else if (!strcmp(a, "-p") || !strcmp(a, "--parallelism")) {
-            NEXT_I64(o.parallelism);
+            NEXT_INT(o.parallelism, INT_POSITIVE, INT_MAX);
             explicit_p = true;
         }
-        else if (!strcmp(a, "--allowed-lateness")) NEXT_I64(o.allowed_lateness_ms);
-        else if (!strcmp(a, "--idle-timeout")) NEXT_I64(o.idle_timeout_ms);
+        else if (!strcmp(a, "--allowed-lateness")) NEXT_INT(o.allowed_lateness_ms, INT_NON_NEGATIVE, INT64_MAX);
+        else if (!strcmp(a, "--idle-timeout")) NEXT_INT(o.idle_timeout_ms, INT_NON_NEGATIVE, INT64_MAX);
         else if (!strcmp(a, "--rate")) {
-            if (parse_f64(a, v, &d) < 0) return finish(&cfg, 2);
+            if (parse_num_opt(a, v, 0, INFINITY, "a number >= 0 (events per second)", &d) < 0) return finish(&cfg, 2);
             o.gen.rate = d;
-            i++;
+            i += !inline_v;
         } else if (!strcmp(a, "--late-fraction")) {
-            if (parse_f64(a, v, &d) < 0) return finish(&cfg, 2);
+            if (parse_num_opt(a, v, 0, 1, "a number from 0 to 1", &d) < 0) return finish(&cfg, 2);
             o.gen.late_fraction = d;
-            i++;
+            i += !inline_v;
         } else if (!strcmp(a, "--output")) {
             if (!v) { fprintf(stderr, "sluice: --output needs a file\n"); return finish(&cfg, 2); }
             o.output = v;
-            i++;
+            i += !inline_v;
         } else if (!strcmp(a, "--late-output")) {
             if (!v) { fprintf(stderr, "sluice: --late-output needs a file\n"); return finish(&cfg, 2); }
             o.late_output = v;
-            i++;
+            i += !inline_v;
         } else if (!strcmp(a, "--print")) {
             o.print = true;
         } else if (!strcmp(a, "--checkpoint-interval")) {
-            NEXT_I64(o.checkpoint_interval_ms);
+            NEXT_INT(o.checkpoint_interval_ms, INT_POSITIVE, INT64_MAX);
         } else if (!strcmp(a, "--checkpoint-dir") || !strcmp(a, "--from-checkpoint") ||
                    !strcmp(a, "--exactly-once-output")) {
             if (!v) { fprintf(stderr, "sluice: %s needs a path\n", a); return finish(&cfg, 2); }
             if (!strcmp(a, "--checkpoint-dir")) o.checkpoint_dir = v;
             else if (!strcmp(a, "--from-checkpoint")) o.from_checkpoint = v;
             else o.exactly_once_dir = v;
-            i++;
+            i += !inline_v;
         } else {
-            fprintf(stderr, "sluice: unknown option '%s' (see sluice --help)\n", a);
+            unknown_option(argv[i]);
             return finish(&cfg, 2);
         }
     }

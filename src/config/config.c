@@ -18,6 +18,7 @@
 #include <strings.h>
 #include <yaml.h>
 
+#include "config/suggest.h"
 #include "sluice/sluice.h"
 
 /* ---- the key table ------------------------------------------------------ */
@@ -437,7 +438,8 @@ static void describe_allowed(const cfg_key_t *k, char *out, size_t cap) {
     char a[48], b[48];
     switch (k->type) {
     case CT_INT:
-        if (k->flags & F_MINUS1)
+        if (k->min == INT64_MIN) snprintf(out, cap, "an integer");
+        else if (k->flags & F_MINUS1)
             snprintf(out, cap, "-1 (derived) or an integer from %lld to %lld", (long long)k->min, (long long)k->max);
         else if (k->max == INT32_MAX) snprintf(out, cap, "an integer >= %lld", (long long)k->min);
         else snprintf(out, cap, "an integer from %lld to %lld", (long long)k->min, (long long)k->max);
@@ -450,6 +452,10 @@ static void describe_allowed(const cfg_key_t *k, char *out, size_t cap) {
                  a);
         break;
     case CT_MEMORY:
+        if (k->max == INT64_MAX && k->min == 0) {
+            snprintf(out, cap, "a memory size, e.g. \"32 kb\", \"64 mb\" (units b, kb, mb, gb, tb; a bare number is bytes)");
+            break;
+        }
         format_memory(k->min, a, sizeof a);
         format_memory(k->max, b, sizeof b);
         snprintf(out, cap,
@@ -469,7 +475,8 @@ static void describe_allowed(const cfg_key_t *k, char *out, size_t cap) {
     case CT_DOUBLE:
         format_double(k->dmin, a, sizeof a);
         format_double(k->dmax, b, sizeof b);
-        if (k->flags & F_DMIN_EXCL) snprintf(out, cap, "a number greater than %s", a);
+        if (isinf(k->dmin) && isinf(k->dmax)) snprintf(out, cap, "a number");
+        else if (k->flags & F_DMIN_EXCL) snprintf(out, cap, "a number greater than %s", a);
         else if (isinf(k->dmax)) snprintf(out, cap, "a number >= %s", a);
         else snprintf(out, cap, "a number from %s to %s", a, b);
         break;
@@ -682,31 +689,10 @@ static void bad_value(errs_t *e, const char *where, const cfg_key_t *k, const ch
              msg_quote(text, q, sizeof q), why, allowed);
 }
 
-/* Edit distance (Levenshtein) of short strings; large when too long. */
-static int edit_distance(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 127 || lb > 127) return INT_MAX;
-    int row[128];
-    for (size_t j = 0; j <= lb; j++) row[j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        int diag = row[0];
-        row[0] = (int)i;
-        for (size_t j = 1; j <= lb; j++) {
-            int up = row[j];
-            int best = diag + (a[i - 1] != b[j - 1]);
-            best = SL_MIN(best, up + 1);
-            best = SL_MIN(best, row[j - 1] + 1);
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
 /* The known key closest to an unknown name, or NULL when none is close. */
 static const char *suggest_key(const char *name) {
     size_t n = strlen(name);
-    int limit = SL_MAX(2, (int)n / 5);
+    int limit = sl_suggest_limit(n);
     const char *best = NULL;
     int best_d = INT_MAX;
     for (int i = 0; i < NKEYS; i++) {
@@ -715,7 +701,7 @@ static const char *suggest_key(const char *name) {
             if (!names[j]) continue;
             size_t m = strlen(names[j]);
             if ((n > m ? n - m : m - n) > (size_t)limit) continue; /* the distance is at least that */
-            int d = edit_distance(name, names[j]);
+            int d = sl_edit_distance(name, names[j], false);
             if (d < best_d) {
                 best_d = d;
                 best = KEYS[i].name;
@@ -785,6 +771,18 @@ void sl_config_free(sl_config_t *cfg) {
     }
     sl_free(cfg->where);
     cfg->where = NULL;
+    for (int i = 0; i < cfg->nnamespaces; i++) sl_free(cfg->namespaces[i]);
+    sl_free(cfg->namespaces);
+    cfg->namespaces = NULL;
+    cfg->nnamespaces = 0;
+    for (int i = 0; i < cfg->nuser; i++) {
+        sl_free(cfg->user[i].key);
+        sl_free(cfg->user[i].value);
+        sl_free(cfg->user[i].where);
+    }
+    sl_free(cfg->user);
+    cfg->user = NULL;
+    cfg->nuser = 0;
 }
 
 void sl_config_copy(sl_config_t *dst, const sl_config_t *src) {
@@ -797,6 +795,45 @@ void sl_config_copy(sl_config_t *dst, const sl_config_t *src) {
         }
         if (src->where) dst->where[i] = sl_strdup(src->where[i]);
     }
+    dst->namespaces = src->nnamespaces ? sl_calloc((size_t)src->nnamespaces, sizeof *dst->namespaces) : NULL;
+    for (int i = 0; i < src->nnamespaces; i++) dst->namespaces[i] = sl_strdup(src->namespaces[i]);
+    dst->user = src->nuser ? sl_calloc((size_t)src->nuser, sizeof *dst->user) : NULL;
+    for (int i = 0; i < src->nuser; i++) {
+        dst->user[i].key = sl_strdup(src->user[i].key);
+        dst->user[i].value = sl_strdup(src->user[i].value);
+        dst->user[i].where = sl_strdup(src->user[i].where);
+    }
+}
+
+/* ---- the job's own keys (namespaces) ---------------------------------------------- */
+
+/* The value of the job's key, or NULL. */
+static const sl_config_user_t *user_find(const sl_config_t *c, const char *key) {
+    for (int i = 0; i < c->nuser; i++)
+        if (strcmp(c->user[i].key, key) == 0) return &c->user[i];
+    return NULL;
+}
+
+/* Whether key lies under one of c's namespaces. */
+static bool in_namespace(const sl_config_t *c, const char *key) {
+    for (int i = 0; i < c->nnamespaces; i++)
+        if (starts_with_group(key, c->namespaces[i], strlen(c->namespaces[i]))) return true;
+    return false;
+}
+
+/* Sets the job's key (copies everything). */
+static void user_put(sl_config_t *c, const char *key, const char *value, const char *where) {
+    sl_config_user_t *u = (sl_config_user_t *)user_find(c, key);
+    if (!u) {
+        c->user = sl_realloc(c->user, (size_t)(c->nuser + 1) * sizeof *c->user);
+        u = &c->user[c->nuser++];
+        u->key = sl_strdup(key);
+    } else {
+        sl_free(u->value);
+        sl_free(u->where);
+    }
+    u->value = sl_strdup(value);
+    u->where = sl_strdup(where);
 }
 
 bool sl_config_equal(const sl_config_t *a, const sl_config_t *b) {
@@ -825,6 +862,11 @@ bool sl_config_equal(const sl_config_t *a, const sl_config_t *b) {
         }
         }
     }
+    if (a->nuser != b->nuser) return false;
+    for (int i = 0; i < a->nuser; i++) {
+        const sl_config_user_t *u = user_find(b, a->user[i].key);
+        if (!u || strcmp(u->value, a->user[i].value) != 0) return false;
+    }
     return true;
 }
 
@@ -847,6 +889,9 @@ typedef struct loader {
     const char **seen_name;     /* the name it was set under there */
     errs_t *e;
     long visits;
+    char **user_seen;           /* the job's keys this document set ... */
+    int *user_seen_line;        /* ... and where */
+    int nuser_seen;
 } loader_t;
 
 static bool is_null_scalar(const yaml_node_t *n) {
@@ -858,11 +903,40 @@ static bool is_null_scalar(const yaml_node_t *n) {
 
 static int line_of(const yaml_node_t *n) { return (int)n->start_mark.line + 1; }
 
+/* A leaf of the job's own key: kept as text, checked when read. */
+static void set_user_leaf(loader_t *ld, const char *name, yaml_node_t *vn, int line, const char *where) {
+    char q[160];
+    for (int i = 0; i < ld->nuser_seen; i++)
+        if (strcmp(ld->user_seen[i], name) == 0) {
+            errs_add(ld->e, SL_EINVAL, "%s: duplicate key \"%s\" (already set at %s:%d)", where,
+                     msg_quote(name, q, sizeof q), ld->origin, ld->user_seen_line[i]);
+            return;
+        }
+    ld->user_seen = sl_realloc(ld->user_seen, (size_t)(ld->nuser_seen + 1) * sizeof *ld->user_seen);
+    ld->user_seen_line = sl_realloc(ld->user_seen_line, (size_t)(ld->nuser_seen + 1) * sizeof *ld->user_seen_line);
+    ld->user_seen[ld->nuser_seen] = sl_strdup(name);
+    ld->user_seen_line[ld->nuser_seen++] = line;
+    const char *text = (const char *)vn->data.scalar.value;
+    if (is_null_scalar(vn)) {
+        errs_add(ld->e, SL_EINVAL, "%s: %s: no value given", where, msg_quote(name, q, sizeof q));
+        return;
+    }
+    if (memchr(text, 0, vn->data.scalar.length)) {
+        errs_add(ld->e, SL_EINVAL, "%s: %s: bad value: contains a NUL character", where, msg_quote(name, q, sizeof q));
+        return;
+    }
+    user_put(ld->cfg, name, text, where);
+}
+
 /* A leaf: name (flattened) = the scalar vn, written at line. */
 static void set_leaf(loader_t *ld, const char *name, yaml_node_t *vn, int line) {
     char where[600];
     snprintf(where, sizeof where, "%s:%d", ld->origin, line);
     int idx = key_index(name);
+    if (idx < 0 && in_namespace(ld->cfg, name)) {
+        set_user_leaf(ld, name, vn, line, where);
+        return;
+    }
     if (idx < 0) {
         if (is_null_scalar(vn) && is_group(name, NULL)) return; /* an empty group, e.g. all commented out */
         unknown_key(ld->e, where, name);
@@ -989,7 +1063,7 @@ static void walk_mapping(loader_t *ld, yaml_node_t *map, const char *prefix, int
         case YAML_MAPPING_NODE: walk_mapping(ld, vn, full, depth + 1); break;
         case YAML_SCALAR_NODE: set_leaf(ld, full, vn, line); break;
         default:
-            if (key_index(full) >= 0)
+            if (key_index(full) >= 0 || in_namespace(ld->cfg, full))
                 errs_add(ld->e, SL_EINVAL, "%s: %s: expects a single value, not a list", where,
                          msg_quote(full, q, sizeof q));
             else unknown_key(ld->e, where, full);
@@ -1074,6 +1148,9 @@ static int load_text(sl_config_t *cfg, const char *text, size_t len, const char 
     yaml_parser_delete(&parser);
     sl_free(ld.seen_line);
     sl_free(ld.seen_name);
+    for (int i = 0; i < ld.nuser_seen; i++) sl_free(ld.user_seen[i]);
+    sl_free(ld.user_seen);
+    sl_free(ld.user_seen_line);
 
     if (e.rc) {
         sl_config_free(&tmp);
@@ -1117,6 +1194,15 @@ int sl_config_set(sl_config_t *cfg, const char *key, const char *value, char *er
     errs_t e;
     errs_init(&e, err, errlen);
     int idx = key ? key_index(key) : -1;
+    if (idx < 0 && key && in_namespace(cfg, key)) {
+        if (!value || !*skip_space(value)) {
+            char q[160];
+            errs_add(&e, SL_EINVAL, "-D: %s: no value given", msg_quote(key, q, sizeof q));
+            return errs_finish(&e);
+        }
+        user_put(cfg, key, value, "-D");
+        return 0;
+    }
     if (idx < 0) {
         unknown_key(&e, "-D", key ? key : "");
         return errs_finish(&e);
@@ -1252,6 +1338,13 @@ void sl_config_format(const sl_config_t *cfg, sl_buf_t *out) {
         }
         buf_printf(out, "\n");
     }
+    for (int i = 0; i < cfg->nuser; i++) {
+        buf_printf(out, "%s: ", cfg->user[i].key);
+        yaml_quote(out, cfg->user[i].value);
+        buf_printf(out, "  # from ");
+        comment_text(out, cfg->user[i].where);
+        buf_printf(out, "\n");
+    }
     buf_terminate(out);
 }
 
@@ -1319,4 +1412,221 @@ int sl_config_apply_env(const sl_config_t *cfg, struct sl_env *env, char *err, s
     const char *e = sl_env_error(env);
     if (e[0]) return sl_errf(err, errlen, SL_EINVAL, "%s", e);
     return 0;
+}
+
+/* ---- the public API's reading side (sluice/config.h) ---------------------------- */
+
+/* The first dot-separated segment of name, into out. */
+static void first_segment(const char *name, char *out, size_t cap) {
+    size_t n = strcspn(name, ".");
+    snprintf(out, cap, "%.*s", (int)SL_MIN(n, cap - 1), name);
+}
+
+int sl_config_add_namespace(sl_config_t *cfg, const char *ns, char *err, size_t errlen) {
+    char q[160], seg[128], kseg[128];
+    if (!ns || !*ns) return sl_errf(err, errlen, SL_EINVAL, "config namespace: empty name");
+    msg_quote(ns, q, sizeof q);
+    bool ok = ns[0] != '.' && ns[strlen(ns) - 1] != '.' && !strstr(ns, "..") && strlen(ns) < 120;
+    for (const char *p = ns; *p && ok; p++)
+        ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+             *p == '-' || *p == '.';
+    if (!ok)
+        return sl_errf(err, errlen, SL_EINVAL,
+                       "config namespace \"%s\": expected a dotted name of letters, digits, '_' and '-' (e.g. "
+                       "\"fraud\" for fraud.threshold)",
+                       q);
+    first_segment(ns, seg, sizeof seg);
+    for (int i = 0; i < NKEYS; i++) {
+        const char *names[3] = {KEYS[i].name, KEYS[i].alias[0], KEYS[i].alias[1]};
+        for (int j = 0; j < 3; j++) {
+            if (!names[j]) continue;
+            first_segment(names[j], kseg, sizeof kseg);
+            if (strcmp(seg, kseg) == 0)
+                return sl_errf(err, errlen, SL_EINVAL,
+                               "config namespace \"%s\": \"%s\" belongs to the engine's keys (e.g. %s); choose "
+                               "a name of the job's own, e.g. the job's name",
+                               q, seg, KEYS[i].name);
+        }
+    }
+    for (int i = 0; i < cfg->nnamespaces; i++)
+        if (strcmp(cfg->namespaces[i], ns) == 0) return 0;
+    cfg->namespaces = sl_realloc(cfg->namespaces, (size_t)(cfg->nnamespaces + 1) * sizeof *cfg->namespaces);
+    cfg->namespaces[cfg->nnamespaces++] = sl_strdup(ns);
+    return 0;
+}
+
+int sl_config_set_arg(sl_config_t *cfg, const char *key_value, char *err, size_t errlen) {
+    const char *eq = key_value ? strchr(key_value, '=') : NULL;
+    char q[160];
+    if (!eq || eq == key_value)
+        return sl_errf(err, errlen, SL_EINVAL, "-D: expected key=value, got \"%s\"",
+                       msg_quote(key_value ? key_value : "", q, sizeof q));
+    char *key = sl_strndup(key_value, (size_t)(eq - key_value));
+    char *k = key;
+    size_t n = strlen(k);
+    while (n && (k[n - 1] == ' ' || k[n - 1] == '\t')) k[--n] = 0;
+    while (*k == ' ' || *k == '\t') k++;
+    int rc = sl_config_set(cfg, k, eq + 1, err, errlen);
+    sl_free(key);
+    return rc;
+}
+
+typedef enum { G_INT, G_BOOL, G_DOUBLE, G_DURATION, G_MEMORY, G_STRING } getter_t;
+
+static const char *getter_name(getter_t g) {
+    static const char *n[] = {"int", "bool", "double", "duration", "memory", "string"};
+    return n[g];
+}
+
+/* Finds key: an engine key (*k) or one of the job's (*u, NULL when it is
+ * under a namespace but not set). */
+static int resolve(const sl_config_t *c, const char *key, const cfg_key_t **k, const sl_config_user_t **u, char *err,
+                   size_t errlen) {
+    char q[160];
+    *k = NULL;
+    *u = NULL;
+    if (!c || !key) return sl_errf(err, errlen, SL_EINVAL, "config: no configuration or no key given");
+    msg_quote(key, q, sizeof q);
+    int idx = key_index(key);
+    if (idx >= 0) {
+        *k = &KEYS[idx];
+        if (!has_value(c, *k))
+            return sl_errf(err, errlen, SL_ENOTFOUND, "%s: not set (%s)", KEYS[idx].name,
+                           KEYS[idx].unset ? KEYS[idx].unset : "no value");
+        return 0;
+    }
+    if (in_namespace(c, key)) {
+        *u = user_find(c, key);
+        if (*u) return 0;
+        const char **names = sl_calloc((size_t)c->nuser + 1, sizeof *names);
+        for (int i = 0; i < c->nuser; i++) names[i] = c->user[i].key;
+        const char *best = sl_suggest(key, names, c->nuser, false);
+        const sl_config_user_t *bu = best ? user_find(c, best) : NULL;
+        sl_free(names);
+        if (bu)
+            return sl_errf(err, errlen, SL_ENOTFOUND, "%s: not set (did you mean \"%s\", set at %s?)", q, bu->key,
+                           bu->where);
+        return sl_errf(err, errlen, SL_ENOTFOUND, "%s: not set", q);
+    }
+    const char *s = suggest_key(key);
+    if (s) return sl_errf(err, errlen, SL_EINVAL, "unknown key \"%s\" (did you mean \"%s\"?)", q, s);
+    return sl_errf(err, errlen, SL_EINVAL,
+                   "unknown key \"%s\": not an engine key (sluice --help-config) nor under a namespace of the job "
+                   "(sl_config_add_namespace)",
+                   q);
+}
+
+/* The value of key as getter g: into *i (int, bool, duration, memory), *d
+ * (double) or out/cap (string). */
+static int get_typed(const sl_config_t *c, const char *key, getter_t g, int64_t *i, double *d, char *out, size_t cap,
+                     char *err, size_t errlen) {
+    const cfg_key_t *k;
+    const sl_config_user_t *u;
+    int rc = resolve(c, key, &k, &u, err, errlen);
+    if (rc < 0) return rc;
+    if (k) {
+        static const ctype_t want[] = {CT_INT, CT_BOOL, CT_DOUBLE, CT_DURATION, CT_MEMORY, CT_STRING};
+        const void *f = cfield_of(c, k);
+        if (g == G_STRING) {
+            char v[512];
+            format_value(c, k, v, sizeof v);
+            if (strlen(v) >= cap) return sl_errf(err, errlen, SL_EINVAL, "%s: value longer than %zu bytes", k->name, cap ? cap - 1 : 0);
+            memcpy(out, v, strlen(v) + 1);
+            return 0;
+        }
+        if (k->type != want[g])
+            return sl_errf(err, errlen, SL_EINVAL, "%s is %s %s: read it with sl_config_get_%s, not sl_config_get_%s",
+                           k->name, k->type == CT_INT || k->type == CT_ENUM ? "an" : "a", type_name(k->type),
+                           k->type == CT_ENUM || k->type == CT_STRING ? "string"
+                           : k->type == CT_INT                        ? "int"
+                           : k->type == CT_BOOL                       ? "bool"
+                           : k->type == CT_DOUBLE                     ? "double"
+                           : k->type == CT_DURATION                   ? "duration"
+                                                                      : "memory",
+                           getter_name(g));
+        switch (k->type) {
+        case CT_INT: *i = *(const int *)f; break;
+        case CT_BOOL: *i = *(const bool *)f; break;
+        case CT_DOUBLE: *d = *(const double *)f; break;
+        case CT_DURATION:
+        case CT_MEMORY: *i = *(const int64_t *)f; break;
+        default: break;
+        }
+        return 0;
+    }
+    if (g == G_STRING) {
+        if (strlen(u->value) >= cap)
+            return sl_errf(err, errlen, SL_EINVAL, "%s: %s: value longer than %zu bytes", u->where, u->key,
+                           cap ? cap - 1 : 0);
+        memcpy(out, u->value, strlen(u->value) + 1);
+        return 0;
+    }
+    cfg_key_t t = {.name = u->key};
+    switch (g) {
+    case G_INT: t.type = CT_INT, t.min = INT64_MIN, t.max = INT64_MAX; break;
+    case G_BOOL: t.type = CT_BOOL; break;
+    case G_DOUBLE: t.type = CT_DOUBLE, t.dmin = -INFINITY, t.dmax = INFINITY; break;
+    case G_DURATION: t.type = CT_DURATION, t.min = 0, t.max = INT64_MAX; break;
+    case G_MEMORY: t.type = CT_MEMORY, t.min = 0, t.max = INT64_MAX; break;
+    default: break;
+    }
+    val_t v;
+    char why[160];
+    if (parse_value(&t, u->value, &v, why, sizeof why) < 0) {
+        errs_t e;
+        errs_init(&e, err, errlen);
+        bad_value(&e, u->where, &t, u->value, why);
+        return errs_finish(&e);
+    }
+    if (g == G_DOUBLE) *d = v.d;
+    else *i = v.i;
+    return 0;
+}
+
+bool sl_config_has(const sl_config_t *cfg, const char *key) {
+    if (!cfg || !key) return false;
+    int idx = key_index(key);
+    if (idx >= 0) return has_value(cfg, &KEYS[idx]);
+    return in_namespace(cfg, key) && user_find(cfg, key) != NULL;
+}
+
+int sl_config_get_int(const sl_config_t *cfg, const char *key, int64_t *out, char *err, size_t errlen) {
+    int64_t i;
+    int rc = get_typed(cfg, key, G_INT, &i, NULL, NULL, 0, err, errlen);
+    if (rc == 0) *out = i;
+    return rc;
+}
+
+int sl_config_get_bool(const sl_config_t *cfg, const char *key, bool *out, char *err, size_t errlen) {
+    int64_t i;
+    int rc = get_typed(cfg, key, G_BOOL, &i, NULL, NULL, 0, err, errlen);
+    if (rc == 0) *out = i != 0;
+    return rc;
+}
+
+int sl_config_get_double(const sl_config_t *cfg, const char *key, double *out, char *err, size_t errlen) {
+    double d;
+    int rc = get_typed(cfg, key, G_DOUBLE, NULL, &d, NULL, 0, err, errlen);
+    if (rc == 0) *out = d;
+    return rc;
+}
+
+int sl_config_get_duration(const sl_config_t *cfg, const char *key, int64_t *ms, char *err, size_t errlen) {
+    int64_t i;
+    int rc = get_typed(cfg, key, G_DURATION, &i, NULL, NULL, 0, err, errlen);
+    if (rc == 0) *ms = i;
+    return rc;
+}
+
+int sl_config_get_memory(const sl_config_t *cfg, const char *key, int64_t *bytes, char *err, size_t errlen) {
+    int64_t i;
+    int rc = get_typed(cfg, key, G_MEMORY, &i, NULL, NULL, 0, err, errlen);
+    if (rc == 0) *bytes = i;
+    return rc;
+}
+
+int sl_config_get_string(const sl_config_t *cfg, const char *key, char *out, size_t cap, char *err,
+                         size_t errlen) {
+    if (!out || !cap) return sl_errf(err, errlen, SL_EINVAL, "config: no output buffer");
+    return get_typed(cfg, key, G_STRING, NULL, NULL, out, cap, err, errlen);
 }

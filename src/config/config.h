@@ -31,6 +31,12 @@
  *   booleans   true / false (any case).
  *   enums      case-insensitive (EXACTLY_ONCE, exactly_once, ...).
  *
+ * This is the engine's side of include/sluice/config.h (the public API,
+ * where sl_config_t is opaque and allocated by sl_config_new): here the
+ * struct is open and may live on the stack (sl_config_defaults /
+ * sl_config_free).  The functions declared there (load, set, validate,
+ * getters) work on both.
+ *
  * Use: sl_config_defaults(), then any number of sl_config_load_file /
  * sl_config_load_string / sl_config_set (later sources override earlier
  * ones), then sl_config_validate() once for the rules that involve several
@@ -53,6 +59,7 @@
 #include <stdint.h>
 
 #include "common/common.h"
+#include "sluice/config.h"
 
 /* execution.checkpointing.mode; same values as sl_ckpt_mode_t. */
 enum { SL_CFG_EXACTLY_ONCE = 0, SL_CFG_AT_LEAST_ONCE = 1 };
@@ -85,7 +92,12 @@ enum {
  *
  * Owns its strings and `where`: copy with sl_config_copy, never with `=`.
  */
-typedef struct sl_config {
+/* A value of one of the job's own keys (under a namespace). */
+typedef struct sl_config_user {
+    char *key, *value, *where; /* owned; where: "file:line" or "-D" */
+} sl_config_user_t;
+
+struct sl_config {
     /* core and pipeline */
     int parallelism;                     /* parallelism.default */
     int max_parallelism;                 /* pipeline.max-parallelism; -1 = derived */
@@ -143,7 +155,14 @@ typedef struct sl_config {
     /* Where each key got its value, indexed like the key table: "file:line",
      * "-D", or NULL for the default.  Used in messages and sl_config_format. */
     char **where;
-} sl_config_t;
+
+    /* The job's own keys (sl_config_add_namespace): the namespaces, and
+     * the values set under them as text, in the order first set. */
+    char **namespaces;
+    int nnamespaces;
+    sl_config_user_t *user;
+    int nuser;
+};
 
 /* Initializes cfg to the defaults (overwrites it without freeing: call
  * sl_config_free first when reusing an initialized configuration). */
@@ -158,24 +177,15 @@ void sl_config_copy(sl_config_t *dst, const sl_config_t *src);
 /* True when a and b hold the same values (where they came from is ignored). */
 bool sl_config_equal(const sl_config_t *a, const sl_config_t *b);
 
-/* Applies the YAML file at path on top of cfg.  Messages cite path:line. */
-int sl_config_load_file(sl_config_t *cfg, const char *path, char *err, size_t errlen);
 
-/* Applies YAML text on top of cfg; origin names it in messages (e.g. a file
- * name, "<string>"). */
-int sl_config_load_string(sl_config_t *cfg, const char *text, const char *origin, char *err, size_t errlen);
 
-/* Sets one key (flat dotted name, or a deprecated alias) from its string
- * form, as `-D key=value` on a command line does; overrides any earlier
- * value. */
-int sl_config_set(sl_config_t *cfg, const char *key, const char *value, char *err, size_t errlen);
 
-/* Checks the rules that involve several keys (those Flink checks too):
- * parallelism.default <= pipeline.max-parallelism when the latter is set;
- * unaligned checkpoints need EXACTLY_ONCE and max-concurrent-checkpoints 1;
- * exponential-delay initial-backoff <= max-backoff; heartbeat.timeout >=
- * heartbeat.interval.  Every problem is reported, one per line. */
-int sl_config_validate(const sl_config_t *cfg, char *err, size_t errlen);
+/* sl_config_load_file, sl_config_load_string, sl_config_set and
+ * sl_config_validate (parallelism.default <= pipeline.max-parallelism when
+ * the latter is set; unaligned checkpoints need EXACTLY_ONCE and
+ * max-concurrent-checkpoints 1; exponential-delay initial-backoff <=
+ * max-backoff; heartbeat.timeout >= heartbeat.interval; every problem
+ * reported, one per line) are declared in sluice/config.h. */
 
 /* Appends the effective configuration to out as YAML (flat keys, one per
  * line, each with a comment saying where a non-default value came from;

@@ -316,3 +316,50 @@ int sl_kafka_owner(const char *topic, int32_t partition, int parallelism) {
     uint64_t start = sl_hash_bytes(topic, strlen(topic)) % (uint64_t)parallelism;
     return (int)((start + (uint64_t)partition) % (uint64_t)parallelism);
 }
+
+/* ---- public helpers (sluice/kafka.h) ---- */
+
+int sl_kafka_ensure_topic(const char *bootstrap, const char *topic, int partitions, char *err, size_t errlen) {
+    if (!bootstrap || !*bootstrap || !topic || !*topic || partitions < 1)
+        return sl_errf(err, errlen, SL_EINVAL, "kafka: ensure topic: need bootstrap servers, a topic and partitions >= 1");
+    rd_kafka_conf_t *conf = sl_kafka_conf_new(bootstrap, NULL, NULL, err, errlen);
+    if (!conf) return SL_EINVAL;
+    rd_kafka_t *rk = sl_kafka_client_new(RD_KAFKA_PRODUCER, conf, err, errlen);
+    if (!rk) return SL_EINVAL;
+    int rc = sl_kafka_create_topic(rk, topic, partitions, NULL, err, errlen);
+    int have = 0;
+    if (!rc) rc = sl_kafka_partition_counts(rk, &topic, 1, &have, SL_KAFKA_CALL_TIMEOUT_MS, err, errlen);
+    if (!rc && have != partitions)
+        rc = sl_errf(err, errlen, SL_EINVAL, "kafka: topic '%s' has %d partitions, not %d", topic, have, partitions);
+    rd_kafka_destroy(rk);
+    return rc;
+}
+
+typedef struct read_ctx {
+    sl_kafka_record_fn fn;
+    void *ctx;
+} read_ctx_t;
+
+static int read_one(void *ctx, const rd_kafka_message_t *m) {
+    read_ctx_t *r = ctx;
+    rd_kafka_timestamp_type_t tt;
+    int64_t ts = rd_kafka_message_timestamp(m, &tt);
+    sl_kafka_record_t rec = {
+        .topic = m->rkt ? rd_kafka_topic_name(m->rkt) : NULL,
+        .partition = m->partition,
+        .offset = m->offset,
+        .timestamp_ms = tt == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? -1 : ts,
+        .key = m->key,
+        .key_len = m->key_len,
+        .value = m->payload,
+        .value_len = m->len,
+    };
+    return r->fn(r->ctx, &rec);
+}
+
+int sl_kafka_read_topic(const char *bootstrap, const char *topic, bool read_committed, sl_kafka_record_fn fn,
+                        void *ctx, int timeout_ms, char *err, size_t errlen) {
+    if (!fn) return sl_errf(err, errlen, SL_EINVAL, "kafka: read topic: no function given");
+    read_ctx_t r = {fn, ctx};
+    return sl_kafka_scan(bootstrap, NULL, topic, read_committed, read_one, &r, timeout_ms, err, errlen);
+}

@@ -23,4 +23,11 @@ struct sl_schema {
     uint8_t *tmpl;      /* a fresh row's fixed part: NULL bits of nullable fields set */
 };
 
+/* When the last sl_schema_parse on this thread failed with no err buffer
+ * (a schema parsed inline as a builder's argument), copies its message into
+ * buf, forgets it and returns true; a successful parse forgets it too.
+ * Builders that take a schema call this when given NULL, so the job's error
+ * says what was wrong with the DDL. */
+bool sl__schema_take_parse_error(char *buf, size_t cap);
+
 #endif

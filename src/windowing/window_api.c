@@ -16,6 +16,7 @@
 #include "common/common.h"
 #include "graph/stream_graph.h"
 #include "windowing/window.h"
+#include "types/schema_int.h"
 
 static void windowed_free(void *p) {
     sl_windowed_t *w = p;
@@ -149,8 +150,10 @@ sl_stream_t *sl_window_reduce_with(sl_windowed_t *w, sl_reduce_fn fn, sl_reduce_
         sl_schema_unref(out_schema);
         return NULL;
     }
-    const char *bad = !fn ? "no reduce function given" : !result ? "no result function given"
-                      : !out_schema ? "no output schema given" : NULL;
+    char schema_err[512];
+    const char *bad = !fn ? "no reduce function given" : !result ? "no result function given" : NULL;
+    if (!bad && !out_schema)
+        bad = sl__schema_take_parse_error(schema_err, sizeof schema_err) ? schema_err : "no output schema given";
     if (bad) {
         sl_env_errorf(w->env, "window reduce: %s", bad);
         sl_schema_unref(out_schema);
@@ -170,8 +173,9 @@ sl_stream_t *sl_window_aggregate(sl_windowed_t *w, sl_aggregate_fn_t fn, sl_sche
         sl_schema_unref(out_schema);
         return NULL;
     }
+    char schema_err[512];
     if (!out_schema)
-        bad = "no output schema given";
+        bad = sl__schema_take_parse_error(schema_err, sizeof schema_err) ? schema_err : "no output schema given";
     else if (fn.acc_size == 0)
         bad = "acc_size must be > 0";
     else if (!fn.add || !fn.result)
@@ -194,8 +198,11 @@ sl_stream_t *sl_window_process(sl_windowed_t *w, sl_window_process_fn fn, void *
         sl_schema_unref(out_schema);
         return NULL;
     }
+    char schema_err[512];
     if (!fn || !out_schema) {
-        sl_env_errorf(w->env, "window process: %s", !fn ? "no process function given" : "no output schema given");
+        bool parsed = !out_schema && sl__schema_take_parse_error(schema_err, sizeof schema_err);
+        sl_env_errorf(w->env, "window process: %s",
+                      !fn ? "no process function given" : parsed ? schema_err : "no output schema given");
         sl_schema_unref(out_schema);
         return NULL;
     }
