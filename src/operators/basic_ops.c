@@ -62,8 +62,15 @@ static int flat_map_process(sl_operator_t *o, int input, const sl_record_t *rec)
     return 0;
 }
 
+/* Operator state (operator_state.c): only when the function has it. */
+static int basic_open(sl_operator_t *o) {
+    basic_op_t *op = (basic_op_t *)o;
+    return sl_opstate_wanted(o, &op->spec.cp) ? sl_opstate_attach(o, &op->spec.cp, op->ctx) : 0;
+}
+
 static void basic_destroy(sl_operator_t *o) {
     basic_op_t *op = (basic_op_t *)o;
+    sl_opstate_free(o);
     sl_fn_ctx_release(&op->spec.opts, op->ctx);
     sl_rw_free(&op->w);
     sl_collector_free(&op->col);
@@ -71,9 +78,21 @@ static void basic_destroy(sl_operator_t *o) {
     sl_free(op);
 }
 
-static const sl_operator_vt_t map_vt = {.kind = "Map", .process = map_process, .destroy = basic_destroy};
-static const sl_operator_vt_t filter_vt = {.kind = "Filter", .process = filter_process, .destroy = basic_destroy};
-static const sl_operator_vt_t flat_map_vt = {.kind = "FlatMap", .process = flat_map_process, .destroy = basic_destroy};
+static const sl_operator_vt_t map_vt = {.kind = "Map",
+                                        .open = basic_open,
+                                        .process = map_process,
+                                        .destroy = basic_destroy,
+                                        .snapshot_state = sl_opstate_snapshot};
+static const sl_operator_vt_t filter_vt = {.kind = "Filter",
+                                           .open = basic_open,
+                                           .process = filter_process,
+                                           .destroy = basic_destroy,
+                                           .snapshot_state = sl_opstate_snapshot};
+static const sl_operator_vt_t flat_map_vt = {.kind = "FlatMap",
+                                             .open = basic_open,
+                                             .process = flat_map_process,
+                                             .destroy = basic_destroy,
+                                             .snapshot_state = sl_opstate_snapshot};
 
 sl_operator_t *sl_basic_op_create(const void *spec, const sl_op_init_t *init) {
     const sl_basic_spec_t *s = spec;

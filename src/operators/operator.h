@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "common/common.h"
+#include "sluice/operator_state.h"
 #include "sluice/sluice.h"
 #include "state/key_group.h"
 #include "state/state_backend.h"
@@ -165,7 +166,26 @@ struct sl_operator {
     /* restored operator state (owned by the executor; NULL: fresh start) */
     const uint8_t *restored_state;
     size_t restored_len;  /* position in its task's chain (set by the task) */
+    /* operator state of a user function (operator_state.c); NULL: none */
+    struct sl_opstate *opstate;
 };
+
+/*
+ * Operator (non-keyed) state of user functions (operator_state.c, public
+ * API in sluice/operator_state.h).  An operator that offers it calls
+ * sl_opstate_attach from its open (parses op->restored_state, fails by name
+ * when it is malformed, then calls cf->initialize_state), sl_opstate_snapshot
+ * from vt->snapshot_state and sl_opstate_free from destroy.  Operators may
+ * keep internal lists the same way (sl_opstate_declare), e.g. the async
+ * operator's requests in flight.  Task thread only.
+ */
+int sl_opstate_attach(sl_operator_t *op, const sl_checkpointed_fn_t *cf, void *ctx);
+/* Whether op has restored state or a function with callbacks (attach needed). */
+bool sl_opstate_wanted(const sl_operator_t *op, const sl_checkpointed_fn_t *cf);
+/* mode: 0 split, 1 union.  NULL after sl_op_fail when it conflicts. */
+sl_opstate_list_t *sl_opstate_declare(sl_operator_t *op, const char *name, int mode);
+int sl_opstate_snapshot(sl_operator_t *op, int64_t id, sl_buf_t *out);
+void sl_opstate_free(sl_operator_t *op);
 
 /* Event-time progress in checkpoints (event_time_state.c), so that a
  * restored job judges lateness exactly as the uninterrupted one would: the

@@ -24,6 +24,10 @@ typedef struct process_op {
 static int p_open(sl_operator_t *o) {
     process_op_t *op = (process_op_t *)o;
     op->opened = true;
+    if (sl_opstate_wanted(o, &op->spec.cp)) { /* operator state first (initialize_state) */
+        int rc = sl_opstate_attach(o, &op->spec.cp, op->ctx);
+        if (rc < 0) return rc;
+    }
     if (!op->open_fn) return 0;
     int rc = op->open_fn(op->ctx, &op->rt);
     if (rc < 0) return sl_op_fail(o, rc, "open failed (%s)", sl_strerror(rc));
@@ -98,6 +102,7 @@ static void p_close(sl_operator_t *o) {
 static void p_destroy(sl_operator_t *o) {
     process_op_t *op = (process_op_t *)o;
     p_close(o);
+    sl_opstate_free(o);
     sl_fn_ctx_release(op->opts, op->ctx);
     sl_collector_free(&op->col);
     sl_op_base_free(o);
@@ -110,7 +115,8 @@ static const sl_operator_vt_t process_vt = {.kind = "Process",
                                             .advance_watermark = p_watermark,
                                             .on_processing_time = p_proc_time,
                                             .close = p_close,
-                                            .destroy = p_destroy};
+                                            .destroy = p_destroy,
+                                            .snapshot_state = sl_opstate_snapshot};
 
 sl_operator_t *sl_process_op_create(const void *spec, const sl_op_init_t *init) {
     const sl_process_spec_t *s = spec;

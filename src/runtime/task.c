@@ -618,3 +618,15 @@ void *sl_task_main(void *arg) {
     }
     return NULL;
 }
+
+/* ---- waiting operators (async I/O) ---- */
+
+void sl_task_post(sl_task_t *t, sl_mail_fn fn, void *arg) { sl_mailbox_post(&t->mailbox, fn, arg); }
+
+bool sl_task_yield(sl_task_t *t, int64_t deadline_ns) {
+    if (atomic_load(&t->cancel) || t->failed) return true;
+    if (!t->is_source) sl_mailbox_drain(&t->mailbox, t);
+    if (atomic_load(&t->cancel) || t->failed) return true;
+    sl_waker_wait(&t->waker, deadline_ns);
+    return atomic_load(&t->cancel) || t->failed;
+}

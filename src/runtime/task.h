@@ -28,4 +28,16 @@ void sl_task_fail(sl_task_t *t, int rc, const char *msg);
 /* Name of the task for messages: "Window(...) (2/4)". */
 const char *sl_task_name(const sl_task_t *t);
 
+/* For operators that wait for other threads (async I/O, async_op.c). */
+#include "runtime/mailbox.h"
+/* Any thread: posts mail (fn(task, arg) runs on the task's thread between
+ * records) and wakes the task. */
+void sl_task_post(sl_task_t *t, sl_mail_fn fn, void *arg);
+/* Task thread, from inside an operator that cannot go on yet: runs the
+ * mail posted so far (not in a source task, where a checkpoint trigger
+ * would snapshot the source in the middle of a record), then sleeps until
+ * the task is woken or deadline_ns (monotonic).  Returns true when the task
+ * is cancelled or has failed: stop waiting then. */
+bool sl_task_yield(sl_task_t *t, int64_t deadline_ns);
+
 #endif
