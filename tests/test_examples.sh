@@ -24,3 +24,23 @@ out="$("$BUILD/fraud_rules" 2>&1)" || fail "fraud_rules exited with $?: $out"
 echo "$out" | grep -Eq '^[0-9]+ transactions, [1-9][0-9]* rule changes, [1-9][0-9]* alerts' ||
     fail "fraud_rules: unexpected summary: $out"
 echo "ok   fraud_rules"
+
+# cep_login: on a small input whose matches follow from the patterns' rules.
+cat > logins.csv <<'CSV'
+alice,fail,1000
+alice,success,2000
+bob,fail,1000
+bob,fail,2000
+bob,fail,3000
+bob,success,4000
+carol,fail,1000
+carol,success,400000
+CSV
+out="$("$BUILD/cep_login" logins.csv 2>&1)" || fail "cep_login exited with $?: $out"
+n1=$(echo "$out" | grep -c '"pattern":"fail-then-success"' || true)
+n2=$(echo "$out" | grep -c '"pattern":"3-fails-then-success"' || true)
+[ "$n1" = 2 ] && [ "$n2" = 1 ] || fail "cep_login: $n1 fail-then-success and $n2 3-fails-then-success matches (want 2 and 1): $out"
+echo "$out" | grep -q '"user":"bob","pattern":"3-fails-then-success","first_ts":1000,"last_ts":4000,"events":4' ||
+    fail "cep_login: bob's three failures and success are not one match: $out"
+echo "$out" | grep -q '"user":"carol","pattern":"fail' && fail "cep_login: carol matched beyond 5 minutes: $out"
+echo "ok   cep_login"

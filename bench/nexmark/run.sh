@@ -12,7 +12,8 @@
 #   bench/nexmark/run.sh --table FILE         re-print the tables of an earlier raw file
 #
 # Options
-#   --queries LIST     q0,q1,q2,q3,q4,q5,q7,q8,q11 (default: all)
+#   --queries LIST     q0,q1,q2,q3,q4,q5,q7,q8,q11 (default: all), and ij, cep (the interval
+#                      join and CEP queries of Toolkit.java / examples/nexmark/ij.c, cep.c)
 #   --events N         events per throughput run (default 5M; --quick 1M)
 #   --runs R           runs per configuration; the tables show medians (default 3; --quick 1)
 #   -p P               parallelism of both engines (default 2)

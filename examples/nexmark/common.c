@@ -27,6 +27,8 @@ const nx_query_t nx_queries[] = {
     {"q7", "highest bid (tumbling window)", nx_q7, "", false},
     {"q8", "monitor new users (window join)", nx_q8, "", false},
     {"q11", "user sessions (session window)", nx_q11, "", false},
+    {"ij", "bids within 1 s of their auction (interval join)", nx_ij, "", false},
+    {"cep", "cheap then dear bid per bidder within 1 s (CEP)", nx_cep, "", false},
     {NULL, NULL, NULL, NULL, false},
 };
 

@@ -168,7 +168,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: nexmark --query qN [options]\n"
             "       nexmark --gen-checksum N [--seed S] [--event-rate E]\n"
-            "queries: q0 q1 q2 q3 q4 q5 q7 q8 q11\n"
+            "queries: q0 q1 q2 q3 q4 q5 q7 q8 q11, and ij (interval join), cep (CEP)\n"
             "  --events N               events to generate (K/M suffixes; default 10M)\n"
             "  -p, --parallelism P      parallelism of every operator (default 1)\n"
             "  --checkpoint-interval MS exactly-once checkpoints every MS ms\n"

@@ -24,6 +24,11 @@
  *   q8  new users         persons who opened an auction in the 10 s tumbling window in
  *                         which they registered (window join)
  *   q11 user sessions     bids per bidder per session (gap 10 s)
+ *
+ * Two more measure the DataStream toolkit (not in Nexmark):
+ *   ij  interval join     bids joined with their auction when they come at most 1 s after it
+ *   cep pattern           per bidder a bid below 100.00 followed by one above 10,000.00
+ *                         within 1 s (CEP, skip past last event)
  */
 #ifndef NEXMARK_QUERIES_H
 #define NEXMARK_QUERIES_H
@@ -69,6 +74,8 @@ sl_stream_t *nx_q5(sl_stream_t *events, const nx_query_opts_t *o);
 sl_stream_t *nx_q7(sl_stream_t *events, const nx_query_opts_t *o);
 sl_stream_t *nx_q8(sl_stream_t *events, const nx_query_opts_t *o);
 sl_stream_t *nx_q11(sl_stream_t *events, const nx_query_opts_t *o);
+sl_stream_t *nx_ij(sl_stream_t *events, const nx_query_opts_t *o);
+sl_stream_t *nx_cep(sl_stream_t *events, const nx_query_opts_t *o);
 
 /* Helpers shared by the queries. */
 int nx_is_bid(void *ctx, const sl_record_t *in);

@@ -54,7 +54,7 @@ public final class Queries {
             case "q7": return q7(ev);
             case "q8": return q8(ev);
             case "q11": return q11(ev);
-            default: throw new IllegalArgumentException("unknown query " + q);
+            default: return Toolkit.build(q, ev);
         }
     }
 
