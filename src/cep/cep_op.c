@@ -172,6 +172,33 @@ static int key_put(cep_rt_t *rt, const keyst_t *k) {
     return sl_value_put(rt->kst, rt->ser.p, (uint32_t)rt->ser.len);
 }
 
+/* The event at ts arrives: the key state's arrival counter grows and the
+ * event joins the pending list — the stored bytes extended in place, not
+ * parsed and written again entry by entry (key_get/key_put), which made
+ * every event cost the whole pending list. */
+static int key_append(cep_rt_t *rt, int64_t ts, cep_evid_t *e) {
+    uint32_t len = 0;
+    const uint8_t *v = sl_value_get(rt->kst, &len);
+    if (v && (len < 16 || (len - 16) % 16)) return sl_op_fail(rt->op, SL_EFORMAT, "CEP: malformed key state");
+    rt->ser.len = 0;
+    sl_buf_reserve(&rt->ser, (v ? len : 16) + 16);
+    uint8_t h[16];
+    if (v) {
+        sl_buf_append(&rt->ser, v, len);
+    } else {
+        sl_st64(h, 0);
+        sl_st64(h + 8, (uint64_t)INT64_MIN);
+        sl_buf_append(&rt->ser, h, 16);
+    }
+    uint64_t seq = sl_ld64(rt->ser.p);
+    sl_st64(rt->ser.p, seq + 1);
+    *e = (cep_evid_t){ts, seq};
+    sl_st64(h, (uint64_t)ts);
+    sl_st64(h + 8, seq);
+    sl_buf_append(&rt->ser, h, 16);
+    return sl_value_put(rt->kst, rt->ser.p, (uint32_t)rt->ser.len);
+}
+
 static int cep_process(void *ctx, sl_pctx_t *pc, const sl_record_t *in, sl_collector_t *out) {
     cep_rt_t *rt = ctx;
     if (in->ts == SL_NO_TIMESTAMP)
@@ -185,17 +212,8 @@ static int cep_process(void *ctx, sl_pctx_t *pc, const sl_record_t *in, sl_colle
         }
         return 0;
     }
-    keyst_t ks;
-    int rc = key_get(rt, &ks);
-    if (rc < 0) return rc;
-    cep_evid_t e = {in->ts, ks.seq++};
-    if (ks.npend == ks.cap) {
-        ks.cap = ks.cap ? ks.cap * 2 : 4;
-        ks.pend = sl_realloc(ks.pend, (size_t)ks.cap * sizeof *ks.pend);
-    }
-    ks.pend[ks.npend++] = e;
-    rc = key_put(rt, &ks);
-    sl_free(ks.pend);
+    cep_evid_t e = {0, 0};
+    int rc = key_append(rt, in->ts, &e);
     uint8_t k[16];
     evkey(e, k);
     if (rc == 0) rc = sl_map_put(rt->events, k, 16, in->row.data, in->row.len);
@@ -310,6 +328,10 @@ static int drive(cep_rt_t *rt, sl_pctx_t *pc, sl_collector_t *out) {
     const cep_def_t *d = rt->od->def;
     int64_t W = sl_pctx_watermark(pc);
     rt->out = out;
+    uint32_t klen = 0;
+    const uint8_t *kv = sl_value_get(rt->kst, &klen);
+    if (kv && klen >= 16 && W <= (int64_t)sl_ld64(kv + 8))
+        return 0; /* another timer of this key at this watermark did the work (checked before parsing it all) */
     keyst_t ks;
     int rc = key_get(rt, &ks);
     if (rc < 0) return rc;

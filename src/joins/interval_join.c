@@ -5,9 +5,11 @@
  * A right row r joins a left row l of the same key when
  *     l.ts + lower <= r.ts <= l.ts + upper
  * (an exclusive bound is moved inwards by 1 ms).  Each side's rows wait in
- * a keyed map state, bucketed by timestamp: user key = the timestamp (8
- * bytes), value = the rows of that timestamp, each as u32 length + row
- * bytes.  Next to each buffer, a keyed value state holds the sorted
+ * a keyed list state whose namespace is the timestamp (8 bytes): one list
+ * (bucket) of rows per (key, timestamp), so adding a row is an append,
+ * whatever the number of rows of that key and timestamp (a hot key at a
+ * high event rate puts hundreds into one bucket).  Next to each buffer, a
+ * keyed value state holds the sorted
  * timestamps of its buckets (the bucket index), so that a row finds the
  * other side's buckets within its relative bounds (left: [lower, upper],
  * right: [-upper, -lower]) by a binary search and reads only those — Flink
@@ -57,7 +59,7 @@ typedef struct ij_spec {
 typedef struct ij_inst {
     const ij_spec_t *spec;
     void *uctx;
-    sl_state_t *buf[2]; /* 0 left, 1 right: ts -> rows */
+    sl_state_t *buf[2]; /* 0 left, 1 right: list of rows, namespace = ts */
     sl_state_t *idx[2]; /* sorted int64 timestamps of buf's buckets */
     sl_buf_t scratch;
     int err;
@@ -100,8 +102,8 @@ static void ij_free(void *ctx) {
 
 static int ij_open(void *ctx, sl_rt_t *rt) {
     ij_inst_t *in = ctx;
-    in->buf[0] = sl_state_map(rt, "interval-join-left");
-    in->buf[1] = sl_state_map(rt, "interval-join-right");
+    in->buf[0] = sl_state_list(rt, "interval-join-left-rows");
+    in->buf[1] = sl_state_list(rt, "interval-join-right-rows");
     in->idx[0] = sl_state_value(rt, "interval-join-left-index");
     in->idx[1] = sl_state_value(rt, "interval-join-right-index");
     if (!in->buf[0] || !in->buf[1] || !in->idx[0] || !in->idx[1]) return SL_EINVAL;
@@ -128,31 +130,22 @@ typedef struct ij_probe {
     uint32_t keylen;
     sl_collector_t *out;
     const sl_schema_t *other_schema;
+    int64_t ts; /* the bucket being probed */
 } ij_probe_t;
 
-/* One bucket of the other side: join our row with each of its rows. */
-static void probe_bucket(void *c, const void *k, uint32_t kl, const void *v, uint32_t vl) {
+/* One row of a bucket of the other side (timestamp p->ts): join it with
+ * ours.  Returns non-zero to stop (the join function failed). */
+static int probe_row(void *c, const void *v, uint32_t n) {
     ij_probe_t *p = c;
-    if (p->in->err || kl != 8) return;
-    int64_t ts;
-    memcpy(&ts, k, 8);
-    if (ts < p->lo || ts > p->hi) return;
-    const uint8_t *q = v, *end = q + vl;
-    while (q + 4 <= end) {
-        uint32_t n;
-        memcpy(&n, q, 4);
-        q += 4;
-        if ((size_t)(end - q) < n) break;
-        sl_record_t other = {{q, n, p->other_schema}, ts};
-        q += n;
-        const sl_record_t *l = p->side == 0 ? p->rec : &other, *r = p->side == 0 ? &other : p->rec;
-        sl_collector_reset(p->out, l->ts > r->ts ? l->ts : r->ts);
-        int rc = p->in->spec->fn.join(p->in->uctx, p->key, p->keylen, l, r, p->out);
-        if (rc < 0) {
-            p->in->err = rc;
-            return;
-        }
+    sl_record_t other = {{v, n, p->other_schema}, p->ts};
+    const sl_record_t *l = p->side == 0 ? p->rec : &other, *r = p->side == 0 ? &other : p->rec;
+    sl_collector_reset(p->out, l->ts > r->ts ? l->ts : r->ts);
+    int rc = p->in->spec->fn.join(p->in->uctx, p->key, p->keylen, l, r, p->out);
+    if (rc < 0) {
+        p->in->err = rc;
+        return 1;
     }
+    return 0;
 }
 
 /* The first position in the sorted index v[0..n) whose value is >= ts. */
@@ -168,6 +161,17 @@ static uint32_t idx_lower(const uint8_t *v, uint32_t n, int64_t ts) {
             hi = mid;
     }
     return lo;
+}
+
+/* Whether the current key's index of `side` holds ts. */
+static bool idx_has(ij_inst_t *in, int side, int64_t ts) {
+    uint32_t len = 0;
+    const uint8_t *v = sl_value_get(in->idx[side], &len);
+    if (!v) return false;
+    uint32_t n = len / 8, at = idx_lower(v, n, ts);
+    int64_t x = 0;
+    if (at < n) memcpy(&x, v + 8u * at, 8);
+    return at < n && x == ts;
 }
 
 /* Adds (add) or removes ts in the current key's index of `side`. */
@@ -213,19 +217,13 @@ static int ij_process(ij_inst_t *in, int side, sl_pctx_t *pc, const sl_record_t 
         }
         return 0;
     }
-    /* into our buffer: append to the bucket of ts */
+    /* into our buffer: append to the bucket of ts (and index it if new) */
+    sl_keyed_backend_t *kb = op->kb;
     uint8_t k[8];
     memcpy(k, &ts, 8);
-    uint32_t olen = 0;
-    const void *old = sl_map_get(in->buf[side], k, 8, &olen);
-    in->scratch.len = 0;
-    if (old) sl_buf_append(&in->scratch, old, olen);
-    uint32_t n = rec->row.len;
-    sl_buf_append(&in->scratch, &n, 4);
-    sl_buf_append(&in->scratch, rec->row.data, n);
-    int rc = sl_map_put(in->buf[side], k, 8, in->scratch.p, (uint32_t)in->scratch.len);
-    if (rc < 0) return rc;
-    if (!old && (rc = idx_update(in, side, ts, true)) < 0) return rc;
+    int rc = kb->ops->list_add(kb, in->buf[side]->sid, k, 8, rec->row.data, rec->row.len);
+    if (rc < 0) return sl_op_fail(op, rc, "%s: cannot buffer a row (%s)", s->name, sl_strerror(rc));
+    if ((rc = idx_update(in, side, ts, true)) < 0) return rc;
     /* join with the other side's buckets within the bounds */
     int64_t lo, hi;
     rel_bounds(s, side, &lo, &hi);
@@ -239,9 +237,8 @@ static int ij_process(ij_inst_t *in, int side, sl_pctx_t *pc, const sl_record_t 
         int64_t t;
         memcpy(&t, iv + 8u * i, 8);
         if (t > p.hi) break;
-        uint32_t vl;
-        const void *v = sl_map_get(in->buf[1 - side], iv + 8u * i, 8, &vl);
-        if (v) probe_bucket(&p, iv + 8u * i, 8, v, vl);
+        p.ts = t;
+        kb->ops->list_foreach(kb, in->buf[1 - side]->sid, iv + 8u * i, 8, probe_row, &p);
     }
     if (in->err) return in->err;
     sl_timer_event(pc, sat_add(ts, cleanup_offset(s, side)));
@@ -262,13 +259,13 @@ static int ij_right(void *ctx, sl_pctx_t *pc, const sl_record_t *in, sl_collecto
 static int ij_timer(void *ctx, sl_pctx_t *pc, int64_t t, sl_time_domain_t d, sl_collector_t *out) {
     ij_inst_t *in = ctx;
     if (d != SL_TIME_EVENT) return 0;
+    sl_keyed_backend_t *kb = pc->op->kb;
     for (int side = 0; side < 2; side++) {
         int64_t ts = sat_add(t, -cleanup_offset(in->spec, side));
+        if (!idx_has(in, side, ts)) continue; /* no bucket: no tombstone either */
         uint8_t k[8];
         memcpy(k, &ts, 8);
-        uint32_t vl;
-        if (!sl_map_get(in->buf[side], k, 8, &vl)) continue; /* no bucket: no tombstone either */
-        int rc = sl_map_remove(in->buf[side], k, 8);
+        int rc = kb->ops->remove(kb, in->buf[side]->sid, k, 8);
         if (rc < 0 || (rc = idx_update(in, side, ts, false)) < 0) return rc;
     }
     return 0;
