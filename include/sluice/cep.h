@@ -49,7 +49,7 @@
  * Condition functions run on the task threads of every subtask at once,
  * with the ctx given here: they must only read it.  Select and timeout
  * functions run on task threads; their ctx follows sl_fn_opts_t (one
- * instance per subtask when ctx_clone is given).
+ * instance per subtask with SL_FN_COPY or a ctx_clone).
  */
 #ifndef SLUICE_CEP_H
 #define SLUICE_CEP_H

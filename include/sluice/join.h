@@ -23,8 +23,9 @@
  * before sl_env_execute.  Every builder function takes over the reference
  * of the out_schema it is given, like sl_map.
  *
- * User functions run on the task threads of the join's subtasks; give
- * ctx_clone / ctx_free in sl_fn_opts_t when ctx holds mutable data.
+ * User functions run on the task threads of the join's subtasks; give each
+ * subtask its own ctx (SL_FN_COPY, or ctx_clone / ctx_free in sl_fn_opts_t)
+ * when it holds mutable data.
  */
 #ifndef SLUICE_JOIN_H
 #define SLUICE_JOIN_H

@@ -16,8 +16,8 @@
  *                               write the current items (clear, then add;
  *                               Flink's snapshotState).
  *
- * ctx is the function's per-subtask context (its ctx, or the ctx_clone copy
- * of it from sl_fn_opts_t).  A process function may also declare lists in
+ * ctx is the function's per-subtask context (its ctx, or the per-subtask
+ * copy that sl_fn_opts_t asks for: ctx_clone, or SL_FN_COPY).  A process function may also declare lists in
  * its own open and change them while it processes, without callbacks: each
  * checkpoint then writes them as they are.  State is matched by the
  * operator's uid on restore (set one with sl_uid).
