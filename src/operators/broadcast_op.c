@@ -189,22 +189,16 @@ struct bc_op {
     bool opened;
 };
 
-/* The operator whose callback runs on this thread (innermost, when chained
- * operators call each other).  A function without ctx_clone shares its
- * context between subtasks, so a handle stored there by one subtask's open
- * may be used by another: it is then resolved to the same state of this
- * thread's operator, so each subtask keeps its own (as for keyed state). */
-static _Thread_local bc_op_t *current_op;
-
+/* A function without ctx_clone shares its context between subtasks, so a
+ * handle stored there by one subtask's open may be used by another: it is
+ * then resolved to the same state of this thread's instance of the
+ * operator (sl_op_thread_instance, as for keyed state), so each subtask
+ * keeps its own. */
 static inline sl_bstate_t *resolve(sl_bstate_t *st) {
-    bc_op_t *cur = current_op;
-    if (SL_LIKELY(!cur || st->op == cur)) return st;
-    if (st->op->spec.names != cur->spec.names) return st; /* another operator's: not ours to map */
-    return &cur->states[st - st->op->states];             /* the same node's spec: the same index */
+    bc_op_t *cur = (bc_op_t *)sl_op_thread_instance(&st->op->base);
+    if (SL_LIKELY(cur == st->op)) return st;
+    return &cur->states[st - st->op->states]; /* the same node's spec: the same index */
 }
-
-#define ENTER(op) bc_op_t *saved_op_ = current_op; current_op = (op)
-#define LEAVE() current_op = saved_op_
 
 static int keycmp(const void *a, uint32_t al, const void *b, uint32_t bl) {
     uint32_t n = al < bl ? al : bl;
@@ -518,9 +512,7 @@ static int bc_open(sl_operator_t *o) {
     }
     op->opened = true;
     if (!op->spec.fn.open) return 0;
-    ENTER(op);
     int rc = op->spec.fn.open(op->ctx, &op->rt);
-    LEAVE();
     if (rc < 0) return sl_op_fail(o, rc, "open failed (%s)", sl_strerror(rc));
     return 0;
 }
@@ -535,17 +527,13 @@ static int bc_process(sl_operator_t *o, int input, const sl_record_t *rec) {
         op->pc.key = o->kb->key;
         op->pc.keylen = o->kb->keylen;
         op->pc.ts = rec->ts;
-        ENTER(op);
         rc = op->spec.fn.process_element(op->ctx, &op->pc, rec, &op->col);
-        LEAVE();
         if (SL_UNLIKELY(rc < 0)) return sl_op_fail(o, rc, "process_element failed (%s)", sl_strerror(rc));
         return 0;
     }
     op->bc.ts = rec->ts;
     op->in_broadcast = true;
-    ENTER(op);
     rc = op->spec.fn.process_broadcast_element(op->ctx, &op->bc, rec, &op->col);
-    LEAVE();
     op->in_broadcast = false;
     if (SL_UNLIKELY(rc < 0)) return sl_op_fail(o, rc, "process_broadcast_element failed (%s)", sl_strerror(rc));
     return 0;
@@ -561,9 +549,7 @@ static int fire(bc_op_t *op, sl_time_domain_t d, int64_t upto) {
         op->pc.ts = t.ts;
         sl_collector_reset(&op->col, d == SL_TIME_EVENT ? t.ts : SL_NO_TIMESTAMP);
         if (op->spec.fn.on_timer) {
-            ENTER(op);
             int rc = op->spec.fn.on_timer(op->ctx, &op->pc, t.ts, d, &op->col);
-            LEAVE();
             if (rc < 0) return sl_op_fail(o, rc, "on_timer failed (%s)", sl_strerror(rc));
         }
     }
@@ -589,9 +575,7 @@ static int bc_proc_time(sl_operator_t *o, int64_t now) {
 static void bc_close(sl_operator_t *o) {
     bc_op_t *op = (bc_op_t *)o;
     if (op->opened && op->spec.fn.close) {
-        ENTER(op);
         op->spec.fn.close(op->ctx);
-        LEAVE();
     }
     op->opened = false;
 }

@@ -359,25 +359,32 @@ void sl_op_bind_thread(const void *task, sl_operator_t *const *ops, int nops) {
     thread_nops = nops;
 }
 
-static sl_state_t *resolve_slow(sl_state_t *st) {
-    const sl_operator_t *owner = st->op;
+sl_operator_t *sl_op_thread_instance_slow(sl_operator_t *owner) {
     for (int i = 0; i < thread_nops; i++) {
         sl_operator_t *op = thread_ops[i];
         if (op->chain_index != owner->chain_index || op->vt != owner->vt) continue;
         if ((op->name == NULL) != (owner->name == NULL) || (op->name && strcmp(op->name, owner->name) != 0)) continue;
-        for (int j = 0; j < op->nstates; j++)
-            if (op->states[j]->kind == st->kind && strcmp(op->states[j]->name, st->name) == 0) return op->states[j];
-        sl_op_fail(op, SL_EINVAL,
-                   "state '%s' was declared by another subtask's open() but not by this one's (declare the same "
-                   "states in every subtask)",
-                   st->name);
-        return NULL;
+        return op;
     }
-    return st; /* not an operator of this thread's task (a unit test or a helper thread): use it as it is */
+    return owner; /* not an operator of this thread's task (a unit test or a helper thread): use it as it is */
+}
+
+bool sl_op_thread_is(const sl_operator_t *op) { return op->task == thread_task || !thread_task; }
+
+static sl_state_t *resolve_slow(sl_state_t *st) {
+    sl_operator_t *op = sl_op_thread_instance_slow(st->op);
+    if (op == st->op) return st;
+    for (int j = 0; j < op->nstates; j++)
+        if (op->states[j]->kind == st->kind && strcmp(op->states[j]->name, st->name) == 0) return op->states[j];
+    sl_op_fail(op, SL_EINVAL,
+               "state '%s' was declared by another subtask's open() but not by this one's (declare the same "
+               "states in every subtask)",
+               st->name);
+    return NULL;
 }
 
 static inline sl_state_t *resolve(sl_state_t *st) {
-    if (SL_LIKELY(st->op->task == thread_task || !thread_task)) return st;
+    if (SL_LIKELY(sl_op_thread_is(st->op))) return st;
     return resolve_slow(st);
 }
 

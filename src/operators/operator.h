@@ -283,5 +283,15 @@ struct sl_state {
  * stored in a shared user context are then resolved to this task's
  * same-named state (operator.c).  NULL unbinds. */
 void sl_op_bind_thread(const void *task, sl_operator_t *const *ops, int nops);
+/* The instance of `op` (same place in the chain, kind and name) that runs
+ * on this thread: op itself when it belongs to this thread's task or no
+ * task is bound.  How state handles that user code kept in a shared
+ * context find their own subtask's state (keyed state here, broadcast
+ * state in broadcast_op.c). */
+bool sl_op_thread_is(const sl_operator_t *op);
+sl_operator_t *sl_op_thread_instance_slow(sl_operator_t *op);
+static inline sl_operator_t *sl_op_thread_instance(sl_operator_t *op) {
+    return sl_op_thread_is(op) ? op : sl_op_thread_instance_slow(op);
+}
 
 #endif
