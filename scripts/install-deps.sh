@@ -2,7 +2,8 @@
 # Installs what building and testing sluice needs (Debian 12, as root).
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libxxhash-dev libjansson-dev libyaml-dev python3
-      librocksdb-dev librdkafka-dev libpq-dev postgresql maven default-jdk-headless)
+      librocksdb-dev librdkafka-dev libpq-dev postgresql maven default-jdk-headless
+      libuv1-dev libssl-dev libprotobuf-c-dev protobuf-c-compiler)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -8,9 +8,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "checkpoint/coordinator.h"
+#include "jobmanager/checkpoint_coordinator.h"
 #include "graph/stream_graph.h"
-#include "runtime/restart_strategy.h"
+#include "jobmanager/restart_strategy.h"
 
 typedef struct sl_owned {
     void *p;

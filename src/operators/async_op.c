@@ -31,7 +31,7 @@
 #include "common/common.h"
 #include "graph/stream_graph.h"
 #include "operators/basic_ops.h"
-#include "runtime/task.h"
+#include "taskmanager/task.h"
 #include "sluice/async.h"
 
 #define INFLIGHT_LIST "sluice.async.in-flight"

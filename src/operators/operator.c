@@ -8,7 +8,7 @@
 #include <stdio.h>
 
 #include "common/common.h"
-#include "runtime/task.h"
+#include "taskmanager/task.h"
 #include "state/ttl.h"
 
 static int64_t test_now;

@@ -2,10 +2,10 @@
  * operator.h — the stream operator interface and what every operator shares.
  *
  * An operator instance belongs to one subtask and runs only on that task's
- * thread (the task's mailbox loop; see runtime/task.h).  Operators in one
+ * thread (the task's mailbox loop; see taskmanager/task.h).  Operators in one
  * chain call each other directly through sl_op_output_t: no serialization,
  * no queue.  The last operator of a chain emits into a record writer that
- * serializes into network buffers (runtime/record_writer.h).
+ * serializes into network buffers (taskmanager/record_writer.h).
  *
  * Watermarks: the chain calls sl_op_watermark(op, input, wm) for each
  * input; the base keeps the per-input watermark and idleness, combines them

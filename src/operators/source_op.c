@@ -16,7 +16,7 @@
 
 #include "api/env_int.h"
 #include "common/common.h"
-#include "runtime/task.h"
+#include "taskmanager/task.h"
 
 sl_watermark_strategy_t sl_wm_none(void) {
     sl_watermark_strategy_t w;

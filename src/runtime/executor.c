@@ -16,15 +16,15 @@
 #include <unistd.h>
 
 #include "api/env_int.h"
-#include "checkpoint/coordinator.h"
+#include "jobmanager/checkpoint_coordinator.h"
 #include "checkpoint/metadata.h"
 #include "checkpoint/state_file.h"
 #include "checkpoint/storage.h"
 #include "common/common.h"
 #include "graph/job_graph.h"
 #include "operators/basic_ops.h"
-#include "runtime/task_int.h"
-#include "runtime/native_checkpoint.h"
+#include "taskmanager/task_int.h"
+#include "taskmanager/native_checkpoint.h"
 #include "state/rocksdb_backend.h"
 
 void sl_chain_out_init(sl_chain_out_t *co, sl_task_t *t, int ntags);

@@ -17,7 +17,7 @@
 
 #include "common/common.h"
 #include "operators/source_op.h"
-#include "runtime/task_int.h"
+#include "taskmanager/task_int.h"
 
 #define SOURCE_BATCH 512
 #define MAX_IDLE_WAIT_NS 50000000LL

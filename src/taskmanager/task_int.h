@@ -5,12 +5,12 @@
 #ifndef SL_TASK_INT_H
 #define SL_TASK_INT_H
 
-#include "runtime/barrier_handler.h"
-#include "runtime/channel.h"
-#include "runtime/mailbox.h"
-#include "runtime/record_writer.h"
-#include "runtime/task.h"
-#include "runtime/watermark_valve.h"
+#include "taskmanager/barrier_handler.h"
+#include "taskmanager/channel.h"
+#include "taskmanager/mailbox.h"
+#include "taskmanager/record_writer.h"
+#include "taskmanager/task.h"
+#include "taskmanager/watermark_valve.h"
 
 /* Where one operator's output goes, per tag: chained operators (direct
  * calls) and record writers (to other tasks). */

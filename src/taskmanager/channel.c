@@ -1,5 +1,5 @@
 /* channel.c — bounded channels of network buffers (see channel.h). */
-#include "runtime/channel.h"
+#include "taskmanager/channel.h"
 
 #include <errno.h>
 #include <time.h>

@@ -12,7 +12,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "runtime/channel.h"
+#include "taskmanager/channel.h"
 
 typedef void (*sl_mail_fn)(void *owner, void *arg);
 

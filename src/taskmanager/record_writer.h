@@ -11,7 +11,7 @@
 #define SL_RECORD_WRITER_H
 
 #include "graph/stream_graph.h"
-#include "runtime/channel.h"
+#include "taskmanager/channel.h"
 
 /* Where channel i of a writer leads: the consumer's task (vertex, subtask)
  * and the channel's place in its input gate (for in-flight data). */

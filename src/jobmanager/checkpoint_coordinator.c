@@ -1,5 +1,5 @@
 /* coordinator.c — see coordinator.h. */
-#include "checkpoint/coordinator.h"
+#include "jobmanager/checkpoint_coordinator.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -39,13 +39,6 @@ struct sl_coordinator {
     sl_ckpt_task_stats_t *task_stats; /* [STATS_KEPT][ntasks], alongside stats */
     int64_t nstats;
 };
-
-void sl_ckpt_config_defaults(sl_ckpt_config_t *c) {
-    memset(c, 0, sizeof *c);
-    c->mode = SL_CKPT_EXACTLY_ONCE;
-    c->timeout_ms = 10 * 60 * 1000;
-    c->max_concurrent = 1;
-}
 
 sl_coordinator_t *sl_coordinator_new(const sl_ckpt_config_t *cfg, int ntasks, sl_coordinator_hooks_t hooks) {
     sl_coordinator_t *c = sl_calloc(1, sizeof *c);

@@ -28,7 +28,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-typedef enum { SL_CKPT_EXACTLY_ONCE = 0, SL_CKPT_AT_LEAST_ONCE = 1 } sl_ckpt_mode_t;
+#include "checkpoint/ckpt_config.h" /* sl_ckpt_mode_t */
 
 typedef enum {
     SL_BH_NONE = 0,    /* keep going */

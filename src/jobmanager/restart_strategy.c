@@ -1,5 +1,5 @@
 /* restart_strategy.c — see restart_strategy.h. */
-#include "runtime/restart_strategy.h"
+#include "jobmanager/restart_strategy.h"
 
 #include <math.h>
 

@@ -1,5 +1,5 @@
 /* mailbox.c — see mailbox.h. */
-#include "runtime/mailbox.h"
+#include "taskmanager/mailbox.h"
 
 #include "common/common.h"
 

@@ -1,5 +1,5 @@
 /* barrier_handler.c — see barrier_handler.h. */
-#include "runtime/barrier_handler.h"
+#include "taskmanager/barrier_handler.h"
 
 #include "common/common.h"
 

@@ -23,18 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runtime/barrier_handler.h"
-
-typedef struct sl_ckpt_config {
-    int64_t interval_ms;       /* 0: no periodic checkpoints */
-    sl_ckpt_mode_t mode;
-    int64_t timeout_ms;        /* default 10 min */
-    int64_t min_pause_ms;      /* between the end of one and the start of the next */
-    int max_concurrent;        /* default 1 */
-    int tolerable_failed;      /* failures in a row before the job fails (default 0) */
-    bool unaligned;            /* exactly-once only: barriers overtake in-flight data */
-    int64_t aligned_timeout_ms; /* unaligned: start aligned, switch after this (0: unaligned at once) */
-} sl_ckpt_config_t;
+#include "checkpoint/ckpt_config.h"
 
 typedef struct sl_coordinator_hooks {
     void *ctx;
@@ -80,7 +69,6 @@ typedef struct sl_ckpt_stats {
 
 typedef struct sl_coordinator sl_coordinator_t;
 
-void sl_ckpt_config_defaults(sl_ckpt_config_t *c);
 sl_coordinator_t *sl_coordinator_new(const sl_ckpt_config_t *cfg, int ntasks, sl_coordinator_hooks_t hooks);
 void sl_coordinator_destroy(sl_coordinator_t *c);
 /* After a restore from checkpoint n: the next checkpoint is n + 1. */

@@ -33,7 +33,7 @@
 #include "checkpoint/metadata.h"
 #include "checkpoint/storage.h"
 #include "common/common.h"
-#include "runtime/native_checkpoint.h"
+#include "taskmanager/native_checkpoint.h"
 #include "state/rocksdb_backend.h"
 
 #define NATIVE_BLOB "rocksdb-native"

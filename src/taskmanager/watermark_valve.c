@@ -1,5 +1,5 @@
 /* watermark_valve.c — see watermark_valve.h. */
-#include "runtime/watermark_valve.h"
+#include "taskmanager/watermark_valve.h"
 
 #include "common/common.h"
 #include "sluice/sluice.h"

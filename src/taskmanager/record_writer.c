@@ -1,5 +1,5 @@
 /* record_writer.c — partitioning and serialization into channels. */
-#include "runtime/record_writer.h"
+#include "taskmanager/record_writer.h"
 
 #include "common/common.h"
 #include "state/key_group.h"

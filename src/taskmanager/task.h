@@ -29,7 +29,7 @@ void sl_task_fail(sl_task_t *t, int rc, const char *msg);
 const char *sl_task_name(const sl_task_t *t);
 
 /* For operators that wait for other threads (async I/O, async_op.c). */
-#include "runtime/mailbox.h"
+#include "taskmanager/mailbox.h"
 /* Any thread: posts mail (fn(task, arg) runs on the task's thread between
  * records) and wakes the task. */
 void sl_task_post(sl_task_t *t, sl_mail_fn fn, void *arg);

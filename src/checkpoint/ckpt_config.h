@@ -1,0 +1,36 @@
+/*
+ * ckpt_config.h — how a job checkpoints (Flink's CheckpointConfig): the
+ * mode, interval, timeout, pauses, concurrency, tolerated failures and
+ * unaligned barriers.  The JobManager's coordinator reads it to trigger and
+ * time out checkpoints; the TaskManager's barrier handler reads the mode
+ * and the unaligned settings.  Both sides include it, neither includes the
+ * other.
+ */
+#ifndef SL_CKPT_CONFIG_H
+#define SL_CKPT_CONFIG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef enum { SL_CKPT_EXACTLY_ONCE = 0, SL_CKPT_AT_LEAST_ONCE = 1 } sl_ckpt_mode_t;
+
+typedef struct sl_ckpt_config {
+    int64_t interval_ms;       /* 0: no periodic checkpoints */
+    sl_ckpt_mode_t mode;
+    int64_t timeout_ms;        /* default 10 min */
+    int64_t min_pause_ms;      /* between the end of one and the start of the next */
+    int max_concurrent;        /* default 1 */
+    int tolerable_failed;      /* failures in a row before the job fails (default 0) */
+    bool unaligned;            /* exactly-once only: barriers overtake in-flight data */
+    int64_t aligned_timeout_ms; /* unaligned: start aligned, switch after this (0: unaligned at once) */
+} sl_ckpt_config_t;
+
+static inline void sl_ckpt_config_defaults(sl_ckpt_config_t *c) {
+    memset(c, 0, sizeof *c);
+    c->mode = SL_CKPT_EXACTLY_ONCE;
+    c->timeout_ms = 10 * 60 * 1000;
+    c->max_concurrent = 1;
+}
+
+#endif
