@@ -10,15 +10,15 @@
 #include <time.h>
 
 #include "api/env_int.h"
-#include "checkpoint/coordinator.h"
+#include "jobmanager/checkpoint_coordinator.h"
 #include "checkpoint/metadata.h"
 #include "checkpoint/storage.h"
 #include "common/common.h"
 #include "graph/stream_graph.h"
 #include "operators/operator.h"
 #include "pipeline_util.h"
-#include "runtime/barrier_handler.h"
-#include "runtime/channel.h"
+#include "taskmanager/barrier_handler.h"
+#include "taskmanager/channel.h"
 #include "test.h"
 
 #define MAX_CKPT 4096

@@ -6,7 +6,7 @@
 #include "pipeline_util.h"
 #include "checkpoint/storage.h"
 #include "common/common.h"
-#include "runtime/restart_strategy.h"
+#include "jobmanager/restart_strategy.h"
 
 TEST(fixed_delay_counts_attempts) {
     sl_restart_config_t c = sl_restart_defaults(SL_RESTART_FIXED_DELAY);

@@ -7,10 +7,10 @@
 #include "common/common.h"
 #include "graph/job_graph.h"
 #include "pipeline_util.h"
-#include "runtime/channel.h"
-#include "runtime/mailbox.h"
-#include "runtime/record_writer.h"
-#include "runtime/watermark_valve.h"
+#include "taskmanager/channel.h"
+#include "taskmanager/mailbox.h"
+#include "taskmanager/record_writer.h"
+#include "taskmanager/watermark_valve.h"
 #include "test.h"
 
 /* ---- channel ---- */
@@ -232,7 +232,7 @@ TEST(partitioners) {
         sl_rw_begin(&w, s);
         sl_rw_set_i64(&w, 0, k % 1000);
         sl_row_t r = sl_rw_row(&w);
-        int c = sl_partition_select(SL_PART_HASH, &ks, 128, 4, &r, &rr, keybuf);
+        int c = sl_partition_select(SL_PLAN_HASH, &ks, 128, 4, &r, &rr, keybuf);
         CHECK(c >= 0 && c < 4);
         /* the same key always goes to the same channel, and that channel
          * owns the key's key group */
@@ -246,11 +246,11 @@ TEST(partitioners) {
     for (int i = 0; i < 4; i++) CHECK(counts[i] > 6000); /* roughly even */
     rr = 1;
     sl_row_t r = sl_rw_row(&w);
-    CHECK_EQ(sl_partition_select(SL_PART_REBALANCE, &ks, 128, 3, &r, &rr, keybuf), 1);
-    CHECK_EQ(sl_partition_select(SL_PART_REBALANCE, &ks, 128, 3, &r, &rr, keybuf), 2);
-    CHECK_EQ(sl_partition_select(SL_PART_REBALANCE, &ks, 128, 3, &r, &rr, keybuf), 0);
-    CHECK_EQ(sl_partition_select(SL_PART_BROADCAST, &ks, 128, 3, &r, &rr, keybuf), -1);
-    CHECK_EQ(sl_partition_select(SL_PART_FORWARD, &ks, 128, 1, &r, &rr, keybuf), 0);
+    CHECK_EQ(sl_partition_select(SL_PLAN_REBALANCE, &ks, 128, 3, &r, &rr, keybuf), 1);
+    CHECK_EQ(sl_partition_select(SL_PLAN_REBALANCE, &ks, 128, 3, &r, &rr, keybuf), 2);
+    CHECK_EQ(sl_partition_select(SL_PLAN_REBALANCE, &ks, 128, 3, &r, &rr, keybuf), 0);
+    CHECK_EQ(sl_partition_select(SL_PLAN_BROADCAST, &ks, 128, 3, &r, &rr, keybuf), -1);
+    CHECK_EQ(sl_partition_select(SL_PLAN_FORWARD, &ks, 128, 1, &r, &rr, keybuf), 0);
     sl_rw_free(&w);
     sl_schema_unref(s);
 }

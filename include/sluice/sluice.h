@@ -367,6 +367,14 @@ SL_API sl_stream_t *sl_name(sl_stream_t *s, const char *name);
 SL_API sl_stream_t *sl_parallelism(sl_stream_t *s, int p);
 /* Starts a new chain at this operator. */
 SL_API sl_stream_t *sl_start_new_chain(sl_stream_t *s);
+/* Puts the operator into a slot sharing group (Flink's slotSharingGroup):
+ * one slot runs one parallel slice of every operator of a group; operators
+ * of different groups never share a slot (nor a chain), so a job with
+ * groups "source", "window" and "sinks" needs a slot from each, which the
+ * scheduler may place on different TaskManagers.  An operator without a
+ * group takes its inputs' group when they all have the same one, else
+ * "default".  Builder thread. */
+SL_API sl_stream_t *sl_slot_sharing_group(sl_stream_t *s, const char *group);
 
 typedef struct sl_fn_opts {
     void *ctx;

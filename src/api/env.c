@@ -12,7 +12,8 @@
 #include "checkpoint/metadata.h"
 #include "checkpoint/storage.h"
 #include "common/common.h"
-#include "runtime/executor.h"
+#include "api/plan_build.h"
+#include "runtime/local.h"
 #include "state/key_group.h"
 
 static int64_t default_clock(void *ctx) {
@@ -51,6 +52,7 @@ void sl_env_destroy(sl_env_t *env) {
         sl_schema_unref(n->out_schema);
         sl_free(n->name);
         sl_free(n->uid);
+        sl_free(n->slot_group);
         sl_free(n);
     }
     sl_free(env->nodes);
@@ -217,7 +219,6 @@ int sl_output_tag(sl_env_t *env, const char *tag, sl_schema_t *schema) {
     return id < 0 ? id : 0;
 }
 
-static int run_once(sl_env_t *env, const char *job_name);
 
 void sl_env_job_id(const char *job_name, char *buf, size_t cap) {
     size_t k = 0;
@@ -317,25 +318,6 @@ void sl_env_set_checkpoint_retention(sl_env_t *env, sl_checkpoint_retention_t r)
     env->ckpt_retention = (int)r;
 }
 
-/* The job ended with rc: its checkpoints go or stay as the retention
- * policy says (Flink's CheckpointProperties: discard on finished /
- * cancelled / failed).  Errors are reported, never fatal: the job's own
- * result stands. */
-static void end_of_job_checkpoints(sl_env_t *env, const char *job_name, int rc) {
-    if (!env->ckpt_dir || !env->ckpt_enabled) return;
-    bool failed = rc < 0 && rc != SL_ECANCELED;
-    bool discard = env->ckpt_retention == SL_CHECKPOINTS_NOT_RETAINED ||
-                   (env->ckpt_retention == SL_CHECKPOINTS_DELETE_ON_CANCELLATION && !failed);
-    if (!discard) return;
-    char job[300], err[600];
-    sl_env_job_id(job_name, job, sizeof job);
-    sl_ckpt_storage_t *st = NULL;
-    if (sl_ckpt_storage_fs_open(env->ckpt_dir, job, &st, err, sizeof err) < 0 ||
-        st->ops->discard_all(st, err, sizeof err) < 0)
-        fprintf(stderr, "sluice: could not delete the checkpoints of job '%s': %s\n", job_name ? job_name : "", err);
-    if (st) st->ops->destroy(st);
-}
-
 int64_t sl_env_checkpoint_max_sync_us(const sl_env_t *env) { return env->ckpt_max_sync_ns / 1000; }
 
 int sl_env_checkpoint_stats(const sl_env_t *env, sl_checkpoint_stat_t *out, int cap) {
@@ -387,96 +369,76 @@ void sl_env_free_task_stats(sl_env_t *env) {
     env->ckpt_ntasks = 0;
 }
 
-/* Before a restart: the latest completed checkpoint of this job (if any)
- * becomes the state to restore. */
-static int prepare_restart(sl_env_t *env, const char *job_name) {
-    if (!env->ckpt_dir) return 0;
-    char job[300], err[600];
-    sl_env_job_id(job_name, job, sizeof job);
-    sl_ckpt_storage_t *st = NULL;
-    if (sl_ckpt_storage_fs_open(env->ckpt_dir, job, &st, err, sizeof err) < 0) return 0;
-    sl_ckpt_metadata_t *md = NULL;
-    int rc = sl_ckpt_storage_load_latest(st, &md, err, sizeof err);
-    st->ops->destroy(st);
-    if (rc == SL_ENOTFOUND) return 0; /* none yet: the restored one (if any) or a fresh start */
-    if (rc < 0) {
-        sl_env_errorf(env, "restart: %s", err);
-        return rc;
-    }
-    sl_ckpt_metadata_free(env->restore_md);
-    env->restore_md = md;
-    char chk[4200];
-    snprintf(chk, sizeof chk, "%s/%s/chk-%lld", env->ckpt_dir, job, (long long)md->checkpoint_id);
-    sl_free(env->restore_path);
-    env->restore_path = sl_strdup(chk);
-    return 0;
-}
-
+/* Embedded mode: the plan goes to a JobManager and a TaskManager in this
+ * process (runtime/local.c), which run it (restarts included); their
+ * figures come back to the environment. */
 int sl_env_execute(sl_env_t *env, const char *job_name) {
     if (env->err_rc) return env->err_rc;
     if (env->nnodes == 0) {
         sl_env_errorf(env, "job '%s' has no operators", job_name ? job_name : "");
         return SL_EINVAL;
     }
-    sl_restart_config_t rcfg = env->restart_set ? env->restart
-                               : sl_restart_defaults(env->ckpt_enabled ? SL_RESTART_FIXED_DELAY : SL_RESTART_NONE);
-    sl_restart_strategy_t strat;
-    sl_restart_init(&strat, &rcfg, (uint64_t)sl_mono_ns());
     env->restarts = 0;
-    for (;;) {
-        int rc = run_once(env, job_name);
-        if (rc == 0 || rc == SL_ECANCELED || !sl_err_retriable(rc) || atomic_load(&env->cancel_requested) ||
-            !sl_restart_notify_failure(&strat, sl_mono_ns() / 1000000)) {
-            if (rc < 0 && rc != SL_ECANCELED && sl_err_retriable(rc) && rcfg.kind != SL_RESTART_NONE &&
-                !atomic_load(&env->cancel_requested))
-                fprintf(stderr, "sluice: job '%s' failed (%s); restart strategy %s gives up after %d restart%s\n",
-                        job_name ? job_name : "", env->err, sl_restart_kind_name(rcfg.kind), env->restarts,
-                        env->restarts == 1 ? "" : "s");
-            atomic_store(&env->cancel_requested, false);
-            sl_restart_free(&strat);
-            end_of_job_checkpoints(env, job_name, rc);
-            return rc;
-        }
-        fprintf(stderr, "sluice: job '%s' failed (%s); restarting from the latest checkpoint in %lld ms "
-                        "(restart %d, %s)\n",
-                job_name ? job_name : "", env->err, (long long)strat.backoff_ms, env->restarts + 1,
-                sl_restart_kind_name(rcfg.kind));
-        env->restarts++;
-        if (strat.backoff_ms > 0) {
-            struct timespec ts = {(time_t)(strat.backoff_ms / 1000), (long)(strat.backoff_ms % 1000) * 1000000L};
-            nanosleep(&ts, NULL);
-        }
-        if (prepare_restart(env, job_name) < 0) {
-            atomic_store(&env->cancel_requested, false);
-            sl_restart_free(&strat);
-            return SL_EINVAL;
-        }
-        env->err[0] = 0;
-        env->err_rc = 0;
+    sl_plan_t *plan = NULL;
+    sl_job_code_t code;
+    int rc = sl_plan_build(env, job_name, &plan, &code, env->err, sizeof env->err);
+    sl_local_job_t *job = NULL;
+    if (rc == 0) rc = sl_local_job_new(plan, &code, env->restore_path, &job, env->err, sizeof env->err);
+    if (rc < 0) {
+        if (plan) sl_plan_free(plan);
+        sl_free(plan);
+        sl_job_code_free(&code);
+        env->err_rc = rc;
+        return rc;
     }
-}
-
-static int run_once(sl_env_t *env, const char *job_name) {
-    sl_executor_t *ex = NULL;
-    int rc = sl_executor_new(env, job_name, &ex, env->err, sizeof env->err);
-    if (rc < 0) return rc;
     pthread_mutex_lock(&env->run_mu);
-    env->running = ex;
+    env->running = job;
     bool cancel = atomic_load(&env->cancel_requested);
     pthread_mutex_unlock(&env->run_mu);
-    if (cancel) sl_executor_cancel(ex);
-    rc = sl_executor_run(ex, env->err, sizeof env->err);
+    if (cancel) sl_local_job_cancel(job);
+    sl_job_result_t res;
+    rc = sl_local_job_run(job, &res);
     pthread_mutex_lock(&env->run_mu);
     env->running = NULL;
+    atomic_store(&env->cancel_requested, false);
     pthread_mutex_unlock(&env->run_mu);
-    sl_executor_destroy(ex);
+    sl_local_job_destroy(job);
+    /* the figures of the last attempt */
+    snprintf(env->err, sizeof env->err, "%s", rc < 0 ? res.err : "");
+    env->restarts = res.restarts;
+    env->ckpts_completed = res.ckpts_completed;
+    env->nckpt_stats = res.nckpt_stats;
+    memcpy(env->ckpt_stats, res.ckpt_stats, sizeof env->ckpt_stats);
+    env->ckpt_max_sync_ns = res.max_sync_ns;
+    sl_env_free_task_stats(env);
+    if (plan->cfg.ckpt_enabled) {
+        env->ckpt_ntasks = plan->ntasks;
+        env->ckpt_task_names = sl_calloc((size_t)(plan->ntasks ? plan->ntasks : 1), sizeof(char *));
+        for (int v = 0; v < plan->nvertices; v++)
+            for (int s = 0; s < plan->vertices[v].parallelism; s++) {
+                char name[300];
+                snprintf(name, sizeof name, "%s (%d/%d)", plan->vertices[v].name, s + 1, plan->vertices[v].parallelism);
+                env->ckpt_task_names[plan->first_task[v] + s] = sl_strdup(name);
+            }
+        env->ckpt_task_stats = res.task_stats;
+        res.task_stats = NULL;
+    }
+    for (int i = 0; i < env->nnodes && i < res.nnodes; i++) {
+        env->nodes[i]->records_in = res.records_in[i];
+        env->nodes[i]->records_out = res.records_out[i];
+        env->nodes[i]->records_skipped = res.records_skipped[i];
+    }
+    sl_job_result_free(&res);
+    sl_plan_free(plan);
+    sl_free(plan);
+    sl_job_code_free(&code);
     return rc;
 }
 
 void sl_env_cancel(sl_env_t *env) {
     pthread_mutex_lock(&env->run_mu);
     atomic_store(&env->cancel_requested, true);
-    if (env->running) sl_executor_cancel(env->running);
+    if (env->running) sl_local_job_cancel(env->running);
     pthread_mutex_unlock(&env->run_mu);
 }
 

@@ -8,9 +8,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "jobmanager/checkpoint_coordinator.h"
+#include "checkpoint/ckpt_config.h"
+#include "checkpoint/ckpt_stats.h"
 #include "graph/stream_graph.h"
-#include "jobmanager/restart_strategy.h"
+#include "plan/restart_config.h"
 
 typedef struct sl_owned {
     void *p;
@@ -62,7 +63,7 @@ struct sl_env {
     int err_rc;
 
     pthread_mutex_t run_mu;
-    struct sl_executor *running;
+    struct sl_local_job *running;  /* the job being executed (embedded mode) */
     atomic_bool cancel_requested;
 };
 

@@ -98,7 +98,7 @@ sl_stream_t *sl_from_source(sl_env_t *env, sl_source_t src, sl_watermark_strateg
     n->wm = ws;
     if (ws.timestamp_field) n->wm.timestamp_field = NULL; /* resolved into the spec below */
     n->out_schema = sl_schema_ref(src.schema);
-    n->spec = sl_source_spec_new(env, n, ws);
+    n->spec = sl_source_spec_new(&n->source, ws);
     n->free_spec = sl_source_spec_free;
     n->create = sl_source_op_create;
     return node_stream(env, n);
@@ -151,6 +151,18 @@ sl_stream_t *sl_parallelism(sl_stream_t *s, int p) {
 sl_stream_t *sl_start_new_chain(sl_stream_t *s) {
     sl_node_t *n = configurable(s, "start_new_chain");
     if (n) n->new_chain = true;
+    return s;
+}
+
+sl_stream_t *sl_slot_sharing_group(sl_stream_t *s, const char *group) {
+    sl_node_t *n = configurable(s, "slot_sharing_group");
+    if (!n) return s;
+    if (!group || !group[0] || strlen(group) > 200) {
+        sl_env_errorf(s->env, "operator '%s': slot sharing group must be a name of 1 to 200 characters", n->name);
+        return s;
+    }
+    sl_free(n->slot_group);
+    n->slot_group = sl_strdup(group);
     return s;
 }
 
@@ -242,7 +254,7 @@ sl_stream_t *sl_assign_timestamps(sl_stream_t *s, sl_watermark_strategy_t ws) {
         sl_env_errorf(s->env, "assign_timestamps: field '%s' is not in the stream's schema", ws.timestamp_field);
         return NULL;
     }
-    void *spec = sl_timestamps_spec_new(s->env, s->schema, ws);
+    void *spec = sl_timestamps_spec_new(s->schema, ws);
     return sl_graph_add_operator(s, NULL, false, "Timestamps/Watermarks", sl_timestamps_op_create, spec,
                                  sl_timestamps_spec_free, NULL);
 }

@@ -66,6 +66,33 @@ static void subtask_free(sl_ckpt_subtask_t *st) {
     blobs_free(st->blobs, st->nblobs);
 }
 
+void sl_ckpt_subtask_clear(sl_ckpt_subtask_t *st) {
+    subtask_free(st);
+    int index = st->index;
+    sl_kg_range_t range = st->range;
+    memset(st, 0, sizeof *st);
+    st->index = index;
+    st->range = range;
+}
+
+void sl_ckpt_subtask_move(sl_ckpt_subtask_t *dst, sl_ckpt_subtask_t *src) {
+    if (src->nhandles) {
+        dst->handles = sl_realloc(dst->handles, (size_t)(dst->nhandles + src->nhandles) * sizeof *dst->handles);
+        memcpy(dst->handles + dst->nhandles, src->handles, (size_t)src->nhandles * sizeof *src->handles);
+        dst->nhandles += src->nhandles;
+    }
+    if (src->nblobs) {
+        dst->blobs = sl_realloc(dst->blobs, (size_t)(dst->nblobs + src->nblobs) * sizeof *dst->blobs);
+        memcpy(dst->blobs + dst->nblobs, src->blobs, (size_t)src->nblobs * sizeof *src->blobs);
+        dst->nblobs += src->nblobs;
+    }
+    sl_free(src->handles);
+    sl_free(src->blobs);
+    src->handles = NULL;
+    src->blobs = NULL;
+    src->nhandles = src->nblobs = 0;
+}
+
 void sl_ckpt_metadata_free(sl_ckpt_metadata_t *md) {
     if (!md) return;
     for (int i = 0; i < md->noperators; i++) {

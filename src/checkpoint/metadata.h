@@ -146,6 +146,12 @@ sl_ckpt_blob_t *sl_ckpt_subtask_add_blob(sl_ckpt_subtask_t *st, const char *name
                                          const void *data, size_t len);
 sl_ckpt_blob_t *sl_ckpt_operator_add_blob(sl_ckpt_operator_t *op, const char *name, sl_ckpt_distribution_t dist,
                                           const void *data, size_t len);
+/* Frees a subtask's handles and blobs (keeps index and range). */
+void sl_ckpt_subtask_clear(sl_ckpt_subtask_t *st);
+/* Appends src's handles and blobs to dst, which takes them over; src is
+ * left empty.  (How the JobManager puts an acknowledgement's state into
+ * the pending checkpoint's metadata.) */
+void sl_ckpt_subtask_move(sl_ckpt_subtask_t *dst, sl_ckpt_subtask_t *src);
 /* The blob with this name, or NULL. */
 const sl_ckpt_blob_t *sl_ckpt_find_blob(const sl_ckpt_blob_t *blobs, int n, const char *name);
 

@@ -44,6 +44,19 @@ int sl_job_graph_build(const sl_env_t *env, sl_job_graph_t *jg, char *err, size_
             return sl_errf(err, errlen, SL_EINVAL, "sink '%s' cannot feed another operator", s->name);
         jg->part[e] = p;
     }
+    /* slot sharing groups: explicit, else the inputs' when they agree */
+    jg->group = sl_calloc((size_t)(nn ? nn : 1), sizeof *jg->group);
+    for (int i = 0; i < nn; i++) {
+        const sl_node_t *n = env->nodes[i];
+        const char *g = n->slot_group;
+        for (int e = 0; e < env->nedges && !n->slot_group; e++) {
+            if (env->edges[e].dst != i) continue;
+            const char *ig = jg->group[env->edges[e].src];
+            if (!g) g = ig;
+            else if (strcmp(g, ig) != 0) g = "default";
+        }
+        jg->group[i] = g ? g : "default";
+    }
     for (int i = 0; i < nn; i++) {
         const sl_node_t *n = env->nodes[i];
         if (n->kind != SL_NODE_SOURCE && in_degree(env, i) == 0)
@@ -58,7 +71,8 @@ int sl_job_graph_build(const sl_env_t *env, sl_job_graph_t *jg, char *err, size_
                 if (env->edges[e].dst != i) continue;
                 const sl_node_t *s = env->nodes[env->edges[e].src];
                 if (jg->part[e] == SL_PART_FORWARD &&
-                    sl_env_node_parallelism(env, s) == sl_env_node_parallelism(env, n)) {
+                    sl_env_node_parallelism(env, s) == sl_env_node_parallelism(env, n) &&
+                    strcmp(jg->group[env->edges[e].src], jg->group[i]) == 0) {
                     chain_to = env->edges[e].src;
                     jg->chained[e] = true;
                 }
@@ -90,5 +104,6 @@ void sl_job_graph_free(sl_job_graph_t *jg) {
     sl_free(jg->index_in_vertex);
     sl_free(jg->chained);
     sl_free(jg->part);
+    sl_free(jg->group);
     memset(jg, 0, sizeof *jg);
 }

@@ -4,7 +4,7 @@
  * each other directly.  A node joins its upstream's chain when chaining is
  * on, it has exactly one input edge, that edge is forward (or default with
  * equal parallelism), the parallelism is equal, and it did not ask for a
- * new chain.  Node ids are already in topological order (an operator can
+ * new chain, and both are in the same slot sharing group.  Node ids are already in topological order (an operator can
  * only be built from streams that exist), so vertices are too.
  */
 #ifndef SL_JOB_GRAPH_H
@@ -27,6 +27,7 @@ typedef struct sl_job_graph {
     int *index_in_vertex; /* per node: position in its chain */
     bool *chained;     /* per edge */
     sl_partitioning_t *part; /* per edge: resolved partitioning */
+    const char **group;      /* per node: its slot sharing group (points into the nodes, or "default") */
     int max_parallelism;
 } sl_job_graph_t;
 

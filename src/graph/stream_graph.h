@@ -24,8 +24,6 @@ typedef enum sl_partitioning {
 
 typedef enum sl_node_kind { SL_NODE_SOURCE, SL_NODE_OPERATOR, SL_NODE_SINK } sl_node_kind_t;
 
-/* Creates one operator instance for a subtask from the node's spec. */
-typedef sl_operator_t *(*sl_op_create_fn)(const void *spec, const sl_op_init_t *init);
 
 typedef struct sl_node {
     int id;
@@ -34,6 +32,7 @@ typedef struct sl_node {
     char *uid;
     int parallelism;            /* 0: the environment's default */
     bool new_chain;
+    char *slot_group;           /* sl_slot_sharing_group; NULL: inherited from the inputs */
     int ninputs;                /* number of logical inputs (0, 1, 2) */
     bool keyed[2];
     sl_key_selector_t key[2];

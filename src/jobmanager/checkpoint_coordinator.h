@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "checkpoint/ckpt_config.h"
+#include "checkpoint/ckpt_stats.h"
 
 typedef struct sl_coordinator_hooks {
     void *ctx;
@@ -42,30 +43,6 @@ typedef struct sl_coordinator_hooks {
      * aborts the checkpoint. */
     int (*finalize)(void *ctx, int64_t id, char *err, size_t errlen);
 } sl_coordinator_hooks_t;
-
-/* What one task reports with its acknowledgement. */
-typedef struct sl_ckpt_task_stats {
-    int64_t align_us;        /* first barrier to last (0: one input or a source) */
-    int64_t sync_us;         /* synchronous phase */
-    int64_t async_us;        /* asynchronous phase: persisting */
-    int64_t state_bytes;     /* bytes persisted: state files and blobs */
-    int64_t inflight_bytes;  /* of which in-flight data (unaligned) */
-    bool unaligned;
-    bool acked;
-} sl_ckpt_task_stats_t;
-
-typedef struct sl_ckpt_stats {
-    int64_t id;
-    int64_t trigger_ms;      /* wall clock */
-    int64_t duration_ms;     /* trigger to complete */
-    int acks;
-    bool completed;
-    bool aborted;
-    /* over the tasks that acknowledged: sums and maxima */
-    int64_t state_bytes, inflight_bytes;
-    int64_t max_align_us, max_sync_us, max_async_us;
-    int unaligned_tasks;
-} sl_ckpt_stats_t;
 
 typedef struct sl_coordinator sl_coordinator_t;
 

@@ -92,6 +92,7 @@ typedef struct sl_op_init {
     const char *name;
     const char *uid;
     sl_task_t *task;
+    int64_t wm_interval_ms;             /* pipeline.auto-watermark-interval */
     /* Makes a keyed operator's backend (NULL: the heap backend).  On
      * failure it returns NULL with a message in err (backend_err): the
      * operator gets a heap backend so that it can be destroyed, and its
@@ -293,5 +294,9 @@ sl_operator_t *sl_op_thread_instance_slow(sl_operator_t *op);
 static inline sl_operator_t *sl_op_thread_instance(sl_operator_t *op) {
     return sl_op_thread_is(op) ? op : sl_op_thread_instance_slow(op);
 }
+
+/* Creates one operator instance for a subtask from the node's spec (the
+ * factory a plan node's user code resolves to, job_code.h). */
+typedef sl_operator_t *(*sl_op_create_fn)(const void *spec, const sl_op_init_t *init);
 
 #endif

@@ -14,7 +14,6 @@
  */
 #include "operators/source_op.h"
 
-#include "api/env_int.h"
 #include "common/common.h"
 #include "taskmanager/task.h"
 
@@ -42,14 +41,12 @@ sl_watermark_strategy_t sl_wm_monotonous(const char *ts_field) {
 /* ---- shared: timestamp assignment and generation ---- */
 
 typedef struct wm_spec {
-    sl_env_t *env;
-    const sl_node_t *node;      /* sources only */
+    const sl_source_t *src;     /* sources only: the connector (job code, owned by the builder) */
     sl_watermark_strategy_t ws;
     int ts_field;               /* -1: none */
 } wm_spec_t;
 
-static void spec_init(wm_spec_t *s, sl_env_t *env, const sl_schema_t *schema, sl_watermark_strategy_t ws) {
-    s->env = env;
+static void spec_init(wm_spec_t *s, const sl_schema_t *schema, sl_watermark_strategy_t ws) {
     s->ws = ws;
     s->ts_field = ws.timestamp_field ? sl_schema_index(schema, ws.timestamp_field) : -1;
     s->ws.timestamp_field = NULL; /* the caller's string need not outlive the builder */
@@ -107,10 +104,10 @@ typedef struct source_op {
     sl_buf_t restored_time; /* restore_time's copy, applied in open */
 } source_op_t;
 
-void *sl_source_spec_new(sl_env_t *env, const sl_node_t *node, sl_watermark_strategy_t ws) {
+void *sl_source_spec_new(const sl_source_t *src, sl_watermark_strategy_t ws) {
     wm_spec_t *s = sl_calloc(1, sizeof *s);
-    spec_init(s, env, node->source.schema, ws);
-    s->node = node;
+    spec_init(s, src->schema, ws);
+    s->src = src;
     return s;
 }
 
@@ -298,7 +295,7 @@ static void apply_restored_time(source_op_t *op, int64_t now) {
 
 static int src_open(sl_operator_t *o) {
     source_op_t *op = (source_op_t *)o;
-    const sl_source_t *src = &op->spec->node->source;
+    const sl_source_t *src = op->spec->src;
     char err[512] = "";
     int nsplits = 0;
     int rc = src->ops->create_reader(src->ctx, o->subtask, o->parallelism, &op->reader, &nsplits, err, sizeof err);
@@ -317,7 +314,6 @@ static int src_open(sl_operator_t *o) {
         op->splits[i].max_ts = INT64_MIN;
         op->splits[i].last_active = now;
     }
-    op->interval = op->spec->env->wm_interval_ms;
     op->next_tick = op->spec->ws.kind == SL_WM_NONE || op->interval == 0 ? INT64_MAX : now + op->interval;
     apply_restored_time(op, now);
     if (nsplits == 0) op->ended = false; /* a reader with no splits ends on its first poll */
@@ -329,7 +325,7 @@ int sl_source_op_poll(sl_operator_t *o, int max) {
     if (op->ended) return SL_SRC_END;
     char err[512] = "";
     op->out.idle_until_ns = 0;
-    int rc = op->spec->node->source.ops->poll(op->reader, &op->out, max, err, sizeof err);
+    int rc = op->spec->src->ops->poll(op->reader, &op->out, max, err, sizeof err);
     if (rc < 0) return sl_op_fail(o, rc, "%s", err[0] ? err : sl_strerror(rc));
     if (op->next_tick != INT64_MAX) {
         int64_t now = sl_op_now(o);
@@ -361,7 +357,7 @@ static void buf_put(void *ctx, const void *p, size_t n) { sl_buf_append(ctx, p, 
 /* Checkpoint: the reader's position becomes the source's operator state. */
 static int src_snapshot(sl_operator_t *o, int64_t id, sl_buf_t *out) {
     source_op_t *op = (source_op_t *)o;
-    const sl_source_ops_t *ops = op->spec->node->source.ops;
+    const sl_source_ops_t *ops = op->spec->src->ops;
     if (!ops->snapshot || !op->reader) return 0;
     int rc = ops->snapshot(op->reader, id, buf_put, out);
     if (rc < 0) return sl_op_fail(o, rc, "source snapshot for checkpoint %lld failed", (long long)id);
@@ -370,7 +366,7 @@ static int src_snapshot(sl_operator_t *o, int64_t id, sl_buf_t *out) {
 
 static void src_close(sl_operator_t *o) {
     source_op_t *op = (source_op_t *)o;
-    if (op->reader) op->spec->node->source.ops->destroy_reader(op->reader);
+    if (op->reader) op->spec->src->ops->destroy_reader(op->reader);
     op->reader = NULL;
 }
 
@@ -386,7 +382,7 @@ static void src_destroy(sl_operator_t *o) {
 
 static int src_notify_complete(sl_operator_t *o, int64_t id) {
     source_op_t *op = (source_op_t *)o;
-    const sl_source_ops_t *ops = op->spec->node->source.ops;
+    const sl_source_ops_t *ops = op->spec->src->ops;
     if (op->reader && ops->notify_checkpoint_complete) ops->notify_checkpoint_complete(op->reader, id);
     return 0;
 }
@@ -407,6 +403,7 @@ sl_operator_t *sl_source_op_create(const void *spec, const sl_op_init_t *init) {
     op->out.op = op;
     sl_rw_init(&op->out.w);
     op->emitted_wm = SL_MIN_WATERMARK;
+    op->interval = init->wm_interval_ms;
     return &op->base;
 }
 
@@ -459,9 +456,9 @@ typedef struct ts_op {
     bool out_idle;
 } ts_op_t;
 
-void *sl_timestamps_spec_new(sl_env_t *env, const sl_schema_t *schema, sl_watermark_strategy_t ws) {
+void *sl_timestamps_spec_new(const sl_schema_t *schema, sl_watermark_strategy_t ws) {
     wm_spec_t *s = sl_calloc(1, sizeof *s);
-    spec_init(s, env, schema, ws);
+    spec_init(s, schema, ws);
     return s;
 }
 
@@ -488,7 +485,6 @@ static void ts_emit(ts_op_t *op) {
 
 static int ts_open(sl_operator_t *o) {
     ts_op_t *op = (ts_op_t *)o;
-    op->interval = op->spec->env->wm_interval_ms;
     op->gen.last_active = sl_op_now(o);
     if (op->interval > 0 && op->spec->ws.kind != SL_WM_NONE) sl_op_schedule_processing(o, sl_op_now(o) + op->interval);
     return 0;
@@ -552,5 +548,6 @@ sl_operator_t *sl_timestamps_op_create(const void *spec, const sl_op_init_t *ini
     sl_op_base_init(&op->base, &ts_vt, init);
     op->gen.max_ts = INT64_MIN;
     op->emitted_wm = SL_MIN_WATERMARK;
+    op->interval = init->wm_interval_ms;
     return &op->base;
 }

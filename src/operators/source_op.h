@@ -10,7 +10,7 @@
 #include "graph/stream_graph.h"
 #include "operators/operator.h"
 
-void *sl_source_spec_new(sl_env_t *env, const sl_node_t *node, sl_watermark_strategy_t ws);
+void *sl_source_spec_new(const sl_source_t *src, sl_watermark_strategy_t ws);
 void sl_source_spec_free(void *spec);
 sl_operator_t *sl_source_op_create(const void *spec, const sl_op_init_t *init);
 /* Runs the reader for up to max records (they go down the chain).  Returns
@@ -25,7 +25,7 @@ int64_t sl_source_op_next_tick(sl_operator_t *op);
 int64_t sl_source_op_idle_until_ns(sl_operator_t *o);
 int64_t sl_source_op_skipped(sl_operator_t *op);
 
-void *sl_timestamps_spec_new(sl_env_t *env, const sl_schema_t *schema, sl_watermark_strategy_t ws);
+void *sl_timestamps_spec_new(const sl_schema_t *schema, sl_watermark_strategy_t ws);
 void sl_timestamps_spec_free(void *spec);
 sl_operator_t *sl_timestamps_op_create(const void *spec, const sl_op_init_t *init);
 

@@ -219,11 +219,11 @@ void sl_msg_destroy(sl_msg_t *m);
 /* ---- the wire (codec.c) ----------------------------------------------------
  * A frame: u32 magic "SLCM" (0x4d434c53 little-endian), u16 version, u16 type,
  * u32 payload length, then the payload: the message as protobuf
- * (protocol/sluice.proto, through protobuf-c).  At most SL_MSG_MAX_FRAME
+ * (protocol/sluice.proto, through protobuf-c).  At most SL_MSG_MAX_FRAME (16 MiB)
  * bytes in all. */
 #define SL_MSG_MAGIC 0x4d434c53u
 #define SL_MSG_HEADER 12
-#define SL_MSG_MAX_FRAME (64u << 20)
+#define SL_MSG_MAX_FRAME (16u << 20)
 
 /* Appends m's frame to out.  0, or SL_EINVAL naming the field that cannot
  * be encoded (e.g. a string that is not NUL-terminated within bounds). */

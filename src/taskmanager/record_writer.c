@@ -4,7 +4,7 @@
 #include "common/common.h"
 #include "state/key_group.h"
 
-sl_record_writer_t *sl_record_writer_new(sl_partitioning_t part, const sl_key_selector_t *key, int maxp,
+sl_record_writer_t *sl_record_writer_new(sl_plan_part_t part, const sl_key_selector_t *key, int maxp,
                                          sl_channel_t **ch, int nch, int start_rr) {
     sl_record_writer_t *w = sl_calloc(1, sizeof *w);
     w->part = part;
@@ -31,10 +31,10 @@ void sl_record_writer_destroy(sl_record_writer_t *w) {
     sl_free(w);
 }
 
-int sl_partition_select(sl_partitioning_t part, const sl_key_selector_t *key, int maxp, int nch,
+int sl_partition_select(sl_plan_part_t part, const sl_key_selector_t *key, int maxp, int nch,
                         const sl_row_t *row, int *rr, uint8_t *keybuf) {
     switch (part) {
-    case SL_PART_HASH: {
+    case SL_PLAN_HASH: {
         const uint8_t *k;
         uint32_t len;
         int rc = sl_key_extract(key, row, keybuf, &k, &len);
@@ -42,9 +42,9 @@ int sl_partition_select(sl_partitioning_t part, const sl_key_selector_t *key, in
         int kg = sl_kg_of_hash(sl_kg_key_hash(k, len), maxp);
         return sl_kg_operator_index(kg, maxp, nch);
     }
-    case SL_PART_BROADCAST:
+    case SL_PLAN_BROADCAST:
         return -1;
-    case SL_PART_FORWARD:
+    case SL_PLAN_FORWARD:
         return 0;
     default: { /* rebalance, rescale (over this subtask's targets), default */
         int c = *rr;

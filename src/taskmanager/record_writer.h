@@ -10,7 +10,8 @@
 #ifndef SL_RECORD_WRITER_H
 #define SL_RECORD_WRITER_H
 
-#include "graph/stream_graph.h"
+#include "operators/operator.h"
+#include "plan/plan.h"
 #include "taskmanager/channel.h"
 
 /* Where channel i of a writer leads: the consumer's task (vertex, subtask)
@@ -20,7 +21,7 @@ typedef struct sl_rw_dst {
 } sl_rw_dst_t;
 
 typedef struct sl_record_writer {
-    sl_partitioning_t part;
+    sl_plan_part_t part;
     sl_rw_dst_t *dst;    /* per channel; set by the executor */
     sl_key_selector_t key;
     int max_parallelism;
@@ -33,7 +34,7 @@ typedef struct sl_record_writer {
     uint8_t keybuf[SL_MAX_KEY_LEN];
 } sl_record_writer_t;
 
-sl_record_writer_t *sl_record_writer_new(sl_partitioning_t part, const sl_key_selector_t *key, int maxp,
+sl_record_writer_t *sl_record_writer_new(sl_plan_part_t part, const sl_key_selector_t *key, int maxp,
                                          sl_channel_t **ch, int nch, int start_rr);
 void sl_record_writer_destroy(sl_record_writer_t *w);
 /* Returns 0, or < 0 when the key selector failed or the job was canceled. */
@@ -54,7 +55,7 @@ void sl_record_writer_flush(sl_record_writer_t *w);
 
 /* The partitioner alone (for tests): the channel for a record, or -1 for
  * "all channels" (broadcast).  *rr is the round-robin cursor. */
-int sl_partition_select(sl_partitioning_t part, const sl_key_selector_t *key, int maxp, int nch,
+int sl_partition_select(sl_plan_part_t part, const sl_key_selector_t *key, int maxp, int nch,
                         const sl_row_t *row, int *rr, uint8_t *keybuf);
 
 #endif

@@ -87,7 +87,7 @@ static sl_ckpt_task_snap_t *take_snapshot(sl_task_t *t, int64_t id, int64_t ts, 
             for (int c = 0; c < w->nch; c++) {
                 if (caps[c].len) {
                     char uid[300];
-                    sl_executor_head_uid(t->ex, w->dst[c].vertex, uid, sizeof uid);
+                    sl_deployment_head_uid(t->dep, w->dst[c].vertex, uid, sizeof uid);
                     sl_inflight_put(&snap->inflight, SL_INFLIGHT_OUTPUT, uid, w->dst[c].subtask, w->dst[c].gate,
                                     w->dst[c].index, caps[c].p, (uint32_t)caps[c].len);
                 }
@@ -114,7 +114,7 @@ static sl_ckpt_task_snap_t *take_snapshot(sl_task_t *t, int64_t id, int64_t ts, 
         if (op->kb) { /* synchronous phase: copy-on-write views, O(key groups) */
             snap->ranges[i] = op->kg_range;
             char nerr[600] = "";
-            int rc = sl_executor_native_snapshot(t->ex, t, i, &snap->native[i], nerr, sizeof nerr);
+            int rc = sl_deployment_native_snapshot(t->dep, t, i, &snap->native[i], nerr, sizeof nerr);
             if (rc < 0 && !t->failed) sl_task_fail(t, rc, nerr);
             if (rc == 0 && !snap->native[i]) rc = op->kb->ops->snapshot(op->kb, &snap->keyed[i]);
             if (rc == 0 && op->timers) rc = sl_timers_snapshot(op->timers, &snap->timers[i]);
@@ -122,7 +122,7 @@ static sl_ckpt_task_snap_t *take_snapshot(sl_task_t *t, int64_t id, int64_t ts, 
         }
     }
     if (t->failed) {
-        sl_executor_task_snapshot(NULL, snap); /* frees it */
+        sl_deployment_task_snapshot(NULL, snap); /* frees it */
         return NULL;
     }
     t->checkpoints++;
@@ -133,7 +133,7 @@ static sl_ckpt_task_snap_t *take_snapshot(sl_task_t *t, int64_t id, int64_t ts, 
 
 static void submit(sl_task_t *t, sl_ckpt_task_snap_t *snap) {
     if (t->bh.current >= 0 && t->bh.align_start_ns) snap->align_ns = sl_mono_ns() - t->bh.align_start_ns;
-    sl_executor_task_snapshot(t->ex, snap);
+    sl_deployment_task_snapshot(t->dep, snap);
 }
 
 /* Aligned (or at-least-once, or a source's trigger): snapshot and hand
@@ -147,7 +147,7 @@ static void perform_checkpoint(sl_task_t *t, int64_t id, int64_t ts) {
  * without the barrier is captured until it arrives (finish_unaligned). */
 static void start_unaligned(sl_task_t *t, int64_t id, int64_t ts) {
     if (t->pending) { /* cannot happen with one checkpoint at a time; never leak it */
-        sl_executor_task_snapshot(NULL, t->pending);
+        sl_deployment_task_snapshot(NULL, t->pending);
         t->pending = NULL;
     }
     t->pending = take_snapshot(t, id, ts, true);
@@ -159,7 +159,7 @@ static void finish_unaligned(sl_task_t *t) {
     t->pending = NULL;
     if (!snap) return;
     char uid[300];
-    sl_executor_head_uid(t->ex, t->vertex, uid, sizeof uid);
+    sl_deployment_head_uid(t->dep, t->vertex, uid, sizeof uid);
     for (int gi = 0; gi < t->ngates; gi++) {
         sl_input_gate_t *g = &t->gates[gi];
         for (int c = 0; c < g->nch; c++) {
@@ -175,7 +175,7 @@ static void finish_unaligned(sl_task_t *t) {
 /* A newer checkpoint overtook the one whose unaligned snapshot waits. */
 static void drop_pending(sl_task_t *t, int64_t aborted) {
     if (!t->pending || t->pending->id != aborted) return;
-    sl_executor_task_snapshot(NULL, t->pending);
+    sl_deployment_task_snapshot(NULL, t->pending);
     t->pending = NULL;
     for (int i = 0; i < t->nincap; i++) t->incap[i].len = 0;
 }
@@ -602,19 +602,19 @@ void *sl_task_main(void *arg) {
     bool canceled = atomic_load(&t->cancel);
     if (!t->failed && !canceled) {
         finish_chain(t);
-        if (!t->failed) sl_executor_task_final(t->ex, t);
+        if (!t->failed) sl_deployment_task_final(t->dep, t);
     }
     if (t->pending) { /* cancelled or failed while capturing: the checkpoint cannot complete */
-        sl_executor_task_snapshot(NULL, t->pending);
+        sl_deployment_task_snapshot(NULL, t->pending);
         t->pending = NULL;
     }
     for (int i = 0; i < t->nops; i++)
         if (t->ops[i]->vt->close) t->ops[i]->vt->close(t->ops[i]);
     if (t->failed)
-        sl_executor_task_failed(t->ex, t);
+        sl_deployment_task_failed(t->dep, t);
     else {
         t->finished = !canceled;
-        sl_executor_task_done(t->ex, t);
+        sl_deployment_task_done(t->dep, t);
     }
     return NULL;
 }

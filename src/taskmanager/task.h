@@ -17,7 +17,7 @@
 #include "operators/operator.h"
 
 typedef struct sl_task sl_task_t;
-typedef struct sl_executor sl_executor_t;
+typedef struct sl_deployment sl_deployment_t;
 
 /* Processing time of the job (the environment's clock). */
 int64_t sl_task_now(sl_task_t *t);

@@ -52,7 +52,7 @@ typedef struct sl_input_gate {
 struct sl_task {
     char name[300];
     int vertex, subtask, parallelism;
-    sl_executor_t *ex;
+    sl_deployment_t *dep;        /* the deployment the task belongs to (its TaskManager side) */
     pthread_t thread;
     bool started;
     bool is_source;
@@ -75,7 +75,8 @@ struct sl_task {
     bool failed;
     bool finished;
     /* checkpoints */
-    int index;                   /* among all tasks of the job (coordinator's numbering) */
+    int index;                   /* among all tasks of the job (the plan's numbering) */
+    int local_index;             /* among the tasks of its deployment */
     sl_barrier_handler_t bh;     /* over every input channel of every gate */
     int64_t checkpoints;         /* snapshots taken */
     /* unaligned checkpoints: the snapshot taken at the first barrier waits
@@ -137,21 +138,28 @@ typedef struct sl_ckpt_task_snap {
     int64_t sync_ns, align_ns;            /* synchronous phase; alignment (first to last barrier) */
 } sl_ckpt_task_snap_t;
 
-/* Implemented in executor.c: the task took the synchronous part of its
- * snapshot of checkpoint id; the executor persists it and acknowledges.
- * Takes ownership of snap. */
-void sl_executor_task_snapshot(sl_executor_t *ex, sl_ckpt_task_snap_t *snap);
+/* What a task tells its deployment (deployment.c, the TaskManager side of
+ * the job); each may be called from the task's own thread only.
+ *
+ * The task took the synchronous part of its snapshot of checkpoint id: the
+ * deployment's writer persists it to checkpoint storage and acknowledges
+ * it to the JobManager with the state handles.  Takes ownership of snap;
+ * dep NULL just frees it. */
+void sl_deployment_task_snapshot(sl_deployment_t *dep, sl_ckpt_task_snap_t *snap);
 /* The task reached its end: its operators' final state (e.g. a finished
  * source's position) stands for it in later checkpoints. */
-void sl_executor_task_final(sl_executor_t *ex, sl_task_t *t);
-/* Implemented in executor.c: a task reports its failure. */
-void sl_executor_task_failed(sl_executor_t *ex, sl_task_t *t);
+void sl_deployment_task_final(sl_deployment_t *dep, sl_task_t *t);
+/* The task failed (t->rc, t->err): the deployment cancels its other tasks
+ * and reports the failure. */
+void sl_deployment_task_failed(sl_deployment_t *dep, sl_task_t *t);
 /* Incremental checkpoints: the native snapshot of t's operator k, or
  * *out = NULL when its state is checkpointed in the canonical format. */
-int sl_executor_native_snapshot(sl_executor_t *ex, sl_task_t *t, int k, struct sl_native_snap **out, char *err,
-                                size_t errlen);
-/* The uid under which the head operator of task t keeps its state. */
-void sl_executor_head_uid(sl_executor_t *ex, int vertex, char *buf, size_t cap);
-void sl_executor_task_done(sl_executor_t *ex, sl_task_t *t);
+int sl_deployment_native_snapshot(sl_deployment_t *dep, sl_task_t *t, int k, struct sl_native_snap **out, char *err,
+                                  size_t errlen);
+/* The uid under which the head operator of a vertex keeps its state (from
+ * the plan). */
+void sl_deployment_head_uid(sl_deployment_t *dep, int vertex, char *buf, size_t cap);
+/* The task ended (finished or cancelled) and reports it. */
+void sl_deployment_task_done(sl_deployment_t *dep, sl_task_t *t);
 
 #endif

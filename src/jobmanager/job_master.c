@@ -1,0 +1,714 @@
+/*
+ * job_master.c — the JobManager side of a job (job_master.h): scheduling
+ * onto slots, deployment, the checkpoint coordinator's hooks (metadata
+ * assembled from acknowledgements, committed here), restarts.
+ */
+#include "jobmanager/job_master.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "checkpoint/metadata.h"
+#include "checkpoint/storage.h"
+#include "common/common.h"
+#include "jobmanager/restart_strategy.h"
+
+#define MAX_TMS 256
+
+typedef struct jm_tm {
+    sl_jm_taskmanager_t gw;
+    char *id;
+} jm_tm_t;
+
+struct sl_job_master {
+    sl_plan_t *plan;
+    char *artifact;
+    int nargs;
+    char **args;
+    sl_buf_t plan_bytes;
+    uint64_t fingerprint;
+    jm_tm_t tms[MAX_TMS];
+    int ntms;
+    int *placement;             /* per task index: which TaskManager */
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int attempt;
+    int *state;                 /* per task index: sl_task_state_t of the current attempt */
+    int nterminal;
+    bool failed, canceled, cancel_requested;
+    int fail_rc;
+    char fail_msg[1024];
+    char *restore_path;         /* of the current attempt, or NULL */
+    int64_t restore_id;
+    int64_t *rec_in, *rec_out, *rec_skipped; /* per node, this attempt */
+    int64_t max_sync_ns;
+
+    /* checkpoints (coordinator's hooks) */
+    sl_coordinator_t *coord;    /* the current attempt's; coord_mu guards the pointer */
+    pthread_mutex_t coord_mu;   /* held around every coordinator call from a message, so that the
+                                 * run thread never destroys it under one */
+    sl_ckpt_storage_t *storage;
+    pthread_mutex_t ckpt_mu;
+    sl_ckpt_metadata_t *pending_md[64]; /* being assembled, by id % 64 */
+    sl_msg_op_state_t **final_state;    /* per task index: its state at its end */
+    int *nfinal;
+};
+
+static void tm_send(sl_job_master_t *jm, int tm, sl_msg_t *m) { jm->tms[tm].gw.send(jm->tms[tm].gw.ctx, m); }
+
+static void send_all(sl_job_master_t *jm, sl_msg_t *proto, void (*fill)(sl_msg_t *, const void *), const void *arg) {
+    (void)proto;
+    for (int i = 0; i < jm->ntms; i++) {
+        sl_msg_t *m = sl_msg_new(proto->type);
+        fill(m, arg);
+        tm_send(jm, i, m);
+    }
+}
+
+/* ---- messages to the TaskManagers ---- */
+
+typedef struct notify_arg {
+    const sl_job_master_t *jm;
+    int attempt;
+    int64_t id, ts;
+    const char *reason;
+} notify_arg_t;
+
+static void fill_trigger(sl_msg_t *m, const void *p) {
+    const notify_arg_t *a = p;
+    m->u.trigger.job_id = sl_strdup(a->jm->plan->job_id);
+    m->u.trigger.attempt = a->attempt;
+    m->u.trigger.checkpoint_id = a->id;
+    m->u.trigger.timestamp = a->ts;
+}
+
+static void fill_notify(sl_msg_t *m, const void *p) {
+    const notify_arg_t *a = p;
+    m->u.notify.job_id = sl_strdup(a->jm->plan->job_id);
+    m->u.notify.attempt = a->attempt;
+    m->u.notify.checkpoint_id = a->id;
+    m->u.notify.reason = sl_strdup(a->reason ? a->reason : "");
+}
+
+static void fill_cancel(sl_msg_t *m, const void *p) {
+    const notify_arg_t *a = p;
+    m->u.cancel.job_id = sl_strdup(a->jm->plan->job_id);
+    m->u.cancel.attempt = a->attempt;
+    m->u.cancel.reason = sl_strdup(a->reason ? a->reason : "");
+}
+
+static int current_attempt(sl_job_master_t *jm) {
+    pthread_mutex_lock(&jm->mu);
+    int a = jm->attempt;
+    pthread_mutex_unlock(&jm->mu);
+    return a;
+}
+
+/* To every TaskManager, for the current attempt (the coordinator's hooks:
+ * a coordinator only lives during its attempt). */
+static void broadcast(sl_job_master_t *jm, int type, void (*fill)(sl_msg_t *, const void *), int64_t id, int64_t ts,
+                      const char *reason) {
+    sl_msg_t proto = {.type = type};
+    notify_arg_t a = {jm, current_attempt(jm), id, ts, reason};
+    send_all(jm, &proto, fill, &a);
+}
+
+/* Cancels attempt `attempt` everywhere.  The attempt is named, not taken
+ * from the current one: the run thread may have started the next attempt
+ * by the time a failure's cancellation goes out. */
+static void cancel_everywhere(sl_job_master_t *jm, int attempt, const char *why) {
+    sl_msg_t proto = {.type = SL_MSG_CANCEL};
+    notify_arg_t a = {jm, attempt, 0, 0, why};
+    send_all(jm, &proto, fill_cancel, &a);
+}
+
+/* ---- coordinator hooks (coordinator's thread or the handling thread) ---- */
+
+static void hook_trigger(void *ctx, int64_t id, int64_t ts) {
+    broadcast(ctx, SL_MSG_TRIGGER, fill_trigger, id, ts, NULL);
+}
+
+static void hook_complete(void *ctx, int64_t id) { broadcast(ctx, SL_MSG_COMPLETE, fill_notify, id, 0, NULL); }
+
+static void hook_aborted(void *ctx, int64_t id, const char *why) {
+    broadcast(ctx, SL_MSG_ABORTED, fill_notify, id, 0, why);
+}
+
+static void hook_fail(void *ctx, const char *why) {
+    sl_job_master_t *jm = ctx;
+    pthread_mutex_lock(&jm->mu);
+    bool first = !jm->failed && !jm->canceled;
+    int attempt = jm->attempt;
+    if (first) {
+        jm->failed = true;
+        jm->fail_rc = SL_EIO;
+        snprintf(jm->fail_msg, sizeof jm->fail_msg, "%s", why);
+    }
+    pthread_mutex_unlock(&jm->mu);
+    if (first) cancel_everywhere(jm, attempt, why);
+}
+
+static int hook_prepare(void *ctx, int64_t id, int64_t ts, char *err, size_t errlen) {
+    sl_job_master_t *jm = ctx;
+    if (!jm->storage) return 0;
+    int rc = jm->storage->ops->create_checkpoint(jm->storage, id, err, errlen);
+    if (rc < 0) return rc;
+    const sl_plan_t *p = jm->plan;
+    sl_ckpt_metadata_t *md = sl_ckpt_metadata_new(id, p->job_id, p->job_name, p->cfg.max_parallelism);
+    md->trigger_ts = ts;
+    sl_ckpt_metadata_set_str(&md->backend, "heap");
+    for (int i = 0; i < p->nnodes; i++)
+        sl_ckpt_metadata_add_operator(md, p->nodes[i].uid, p->nodes[i].id, p->nodes[i].parallelism,
+                                      p->cfg.max_parallelism);
+    pthread_mutex_lock(&jm->ckpt_mu);
+    sl_ckpt_metadata_free(jm->pending_md[id % 64]);
+    jm->pending_md[id % 64] = md;
+    pthread_mutex_unlock(&jm->ckpt_mu);
+    return 0;
+}
+
+/* A finished task acknowledges implicitly: its final operator state goes
+ * into the checkpoint where it did not acknowledge itself (ckpt_mu held). */
+static void add_final_state(sl_job_master_t *jm, sl_ckpt_metadata_t *md) {
+    for (int i = 0; i < jm->plan->ntasks; i++) {
+        for (int k = 0; k < jm->nfinal[i]; k++) {
+            const sl_msg_op_state_t *os = &jm->final_state[i][k];
+            sl_ckpt_operator_t *op = sl_ckpt_metadata_find_operator(md, os->uid);
+            if (!op || os->st.index < 0 || os->st.index >= op->parallelism) continue;
+            sl_ckpt_subtask_t *st = &op->subtasks[os->st.index];
+            for (int b = 0; b < os->st.nblobs; b++)
+                if (!sl_ckpt_find_blob(st->blobs, st->nblobs, os->st.blobs[b].name))
+                    sl_ckpt_subtask_add_blob(st, os->st.blobs[b].name,
+                                             (sl_ckpt_distribution_t)os->st.blobs[b].distribution,
+                                             os->st.blobs[b].data, os->st.blobs[b].len);
+        }
+    }
+}
+
+static int hook_finalize(void *ctx, int64_t id, char *err, size_t errlen) {
+    sl_job_master_t *jm = ctx;
+    pthread_mutex_lock(&jm->mu);
+    bool stopping = jm->failed || jm->canceled;
+    pthread_mutex_unlock(&jm->mu);
+    if (stopping) return sl_errf(err, errlen, SL_ECANCELED, "the job is failing or cancelled");
+    if (!jm->storage) return 0;
+    pthread_mutex_lock(&jm->ckpt_mu);
+    sl_ckpt_metadata_t *md = jm->pending_md[id % 64];
+    if (md && md->checkpoint_id == id)
+        jm->pending_md[id % 64] = NULL;
+    else
+        md = NULL;
+    if (md) add_final_state(jm, md);
+    pthread_mutex_unlock(&jm->ckpt_mu);
+    if (!md) return sl_errf(err, errlen, SL_ESTATE, "checkpoint %lld: no metadata being assembled", (long long)id);
+    md->completion_ts = sl_wall_ms();
+    int rc = jm->storage->ops->commit(jm->storage, md, err, errlen);
+    sl_ckpt_metadata_free(md);
+    if (rc < 0) return rc;
+    char rerr[256];
+    sl_ckpt_storage_retain(jm->storage, jm->plan->cfg.ckpt_retained, rerr, sizeof rerr); /* best effort */
+    return 0;
+}
+
+/* ---- messages from the TaskManagers ---- */
+
+static void on_ack(sl_job_master_t *jm, sl_msg_ack_t *a) {
+    if (a->task.index < 0 || a->task.index >= jm->plan->ntasks) return;
+    pthread_mutex_lock(&jm->ckpt_mu);
+    sl_ckpt_metadata_t *md = jm->pending_md[a->checkpoint_id % 64];
+    if (md && md->checkpoint_id == a->checkpoint_id) {
+        for (int k = 0; k < a->nops; k++) {
+            sl_msg_op_state_t *os = &a->ops[k];
+            sl_ckpt_operator_t *op = sl_ckpt_metadata_find_operator(md, os->uid);
+            if (op && os->st.index >= 0 && os->st.index < op->parallelism)
+                sl_ckpt_subtask_move(&op->subtasks[os->st.index], &os->st);
+        }
+    }
+    pthread_mutex_unlock(&jm->ckpt_mu);
+    sl_ckpt_task_stats_t ts = {.align_us = a->align_us,
+                               .sync_us = a->sync_us,
+                               .async_us = a->async_us,
+                               .state_bytes = a->state_bytes,
+                               .inflight_bytes = a->inflight_bytes,
+                               .unaligned = a->unaligned};
+    pthread_mutex_lock(&jm->coord_mu);
+    if (jm->coord) sl_coordinator_ack_stats(jm->coord, a->checkpoint_id, a->task.index, &ts);
+    pthread_mutex_unlock(&jm->coord_mu);
+}
+
+static void on_task_state(sl_job_master_t *jm, sl_msg_task_state_t *s) {
+    int i = s->task.index;
+    if (i < 0 || i >= jm->plan->ntasks) return;
+    pthread_mutex_lock(&jm->coord_mu);
+    if (s->state == SL_TASK_FINISHED && jm->coord) {
+        pthread_mutex_lock(&jm->ckpt_mu);
+        jm->final_state[i] = s->final_state;
+        jm->nfinal[i] = s->nfinal;
+        s->final_state = NULL;
+        s->nfinal = 0;
+        pthread_mutex_unlock(&jm->ckpt_mu);
+        sl_coordinator_task_finished(jm->coord, i);
+    }
+    pthread_mutex_unlock(&jm->coord_mu);
+    bool cancel = false;
+    char why[1024] = "";
+    pthread_mutex_lock(&jm->mu);
+    int old = jm->state[i];
+    bool terminal = s->state >= SL_TASK_FINISHED;
+    if (terminal && old < SL_TASK_FINISHED) {
+        jm->state[i] = s->state;
+        jm->nterminal++;
+        for (int k = 0; k < s->nmetrics; k++) {
+            int n = s->metrics[k].node;
+            if (n < 0 || n >= jm->plan->nnodes) continue;
+            jm->rec_in[n] += s->metrics[k].records_in;
+            jm->rec_out[n] += s->metrics[k].records_out;
+            jm->rec_skipped[n] += s->metrics[k].records_skipped;
+        }
+        if (s->max_sync_ns > jm->max_sync_ns) jm->max_sync_ns = s->max_sync_ns;
+        if (s->state == SL_TASK_FAILED && !jm->failed && !jm->canceled) {
+            jm->failed = true;
+            jm->fail_rc = s->error_code < 0 ? s->error_code : SL_EIO;
+            snprintf(jm->fail_msg, sizeof jm->fail_msg, "%s", s->message ? s->message : "task failed");
+            snprintf(why, sizeof why, "%s", jm->fail_msg);
+            cancel = true;
+        }
+        pthread_cond_broadcast(&jm->cv);
+    } else if (!terminal && old < SL_TASK_FINISHED) {
+        jm->state[i] = s->state;
+    }
+    pthread_mutex_unlock(&jm->mu);
+    if (cancel) cancel_everywhere(jm, s->attempt, why);
+}
+
+void sl_jm_handle(sl_job_master_t *jm, sl_msg_t *m) {
+    int attempt = -1;
+    switch (m->type) {
+    case SL_MSG_ACK: attempt = m->u.ack.attempt; break;
+    case SL_MSG_DECLINE: attempt = m->u.decline.attempt; break;
+    case SL_MSG_TASK_STATE: attempt = m->u.task_state.attempt; break;
+    default: break;
+    }
+    if (attempt == current_attempt(jm)) { /* a message of an earlier attempt is stale */
+        if (m->type == SL_MSG_ACK) on_ack(jm, &m->u.ack);
+        if (m->type == SL_MSG_DECLINE) {
+            pthread_mutex_lock(&jm->coord_mu);
+            if (jm->coord)
+                sl_coordinator_decline(jm->coord, m->u.decline.checkpoint_id, m->u.decline.task.index,
+                                       m->u.decline.reason);
+            pthread_mutex_unlock(&jm->coord_mu);
+        }
+        if (m->type == SL_MSG_TASK_STATE) on_task_state(jm, &m->u.task_state);
+    }
+    sl_msg_destroy(m);
+}
+
+void sl_jm_cancel(sl_job_master_t *jm) {
+    pthread_mutex_lock(&jm->mu);
+    jm->cancel_requested = true;
+    bool first = !jm->failed && !jm->canceled && jm->attempt >= 0;
+    int attempt = jm->attempt;
+    if (first) jm->canceled = true;
+    pthread_cond_broadcast(&jm->cv);
+    pthread_mutex_unlock(&jm->mu);
+    if (first) cancel_everywhere(jm, attempt, "cancelled");
+}
+
+/* ---- scheduling ---- */
+
+/* Slot sharing: slot i of a group runs subtask i of each of its vertices,
+ * so a group needs as many slots as its widest vertex; slots are taken
+ * from the TaskManagers in order. */
+static int schedule(sl_job_master_t *jm, char *err, size_t errlen) {
+    const sl_plan_t *p = jm->plan;
+    int ng = 0;
+    const char **groups = sl_calloc((size_t)(p->nvertices ? p->nvertices : 1), sizeof *groups);
+    int *width = sl_calloc((size_t)(p->nvertices ? p->nvertices : 1), sizeof *width);
+    int *group_of = sl_calloc((size_t)(p->nvertices ? p->nvertices : 1), sizeof *group_of);
+    for (int v = 0; v < p->nvertices; v++) {
+        int g = 0;
+        while (g < ng && strcmp(groups[g], p->vertices[v].slot_group) != 0) g++;
+        if (g == ng) groups[ng++] = p->vertices[v].slot_group;
+        group_of[v] = g;
+        if (p->vertices[v].parallelism > width[g]) width[g] = p->vertices[v].parallelism;
+    }
+    int needed = 0, have = 0;
+    for (int g = 0; g < ng; g++) needed += width[g];
+    for (int t = 0; t < jm->ntms; t++) have += jm->tms[t].gw.slots;
+    int rc = 0;
+    if (needed > have) {
+        rc = sl_errf(err, errlen, SL_EINVAL,
+                     "job '%s' needs %d slots (%d slot sharing group%s), the cluster has %d on %d TaskManager%s",
+                     p->job_name, needed, ng, ng == 1 ? "" : "s", have, jm->ntms, jm->ntms == 1 ? "" : "s");
+    } else {
+        /* slot (g, i) -> TaskManager */
+        int **slot_tm = sl_calloc((size_t)(ng ? ng : 1), sizeof *slot_tm);
+        int tm = 0, used = 0;
+        for (int g = 0; g < ng; g++) {
+            slot_tm[g] = sl_calloc((size_t)width[g], sizeof **slot_tm);
+            for (int i = 0; i < width[g]; i++) {
+                while (used >= jm->tms[tm].gw.slots) {
+                    tm++;
+                    used = 0;
+                }
+                slot_tm[g][i] = tm;
+                used++;
+            }
+        }
+        for (int v = 0; v < p->nvertices; v++)
+            for (int s = 0; s < p->vertices[v].parallelism; s++)
+                jm->placement[p->first_task[v] + s] = slot_tm[group_of[v]][s];
+        for (int g = 0; g < ng; g++) sl_free(slot_tm[g]);
+        sl_free(slot_tm);
+    }
+    sl_free(groups);
+    sl_free(width);
+    sl_free(group_of);
+    return rc;
+}
+
+static void deploy(sl_job_master_t *jm) {
+    const sl_plan_t *p = jm->plan;
+    for (int t = 0; t < jm->ntms; t++) {
+        sl_msg_t *m = sl_msg_new(SL_MSG_DEPLOY);
+        sl_msg_deploy_t *d = &m->u.deploy;
+        d->job_id = sl_strdup(p->job_id);
+        d->attempt = jm->attempt;
+        d->artifact = sl_strdup(jm->artifact);
+        d->nargs = jm->nargs;
+        d->args = sl_calloc((size_t)(jm->nargs ? jm->nargs : 1), sizeof *d->args);
+        for (int i = 0; i < jm->nargs; i++) d->args[i] = sl_strdup(jm->args[i]);
+        d->plan_fingerprint = jm->fingerprint;
+        sl_buf_append(&d->plan, jm->plan_bytes.p, jm->plan_bytes.len);
+        d->restore_path = sl_strdup(jm->restore_path ? jm->restore_path : "");
+        d->restore_checkpoint = jm->restore_id;
+        d->tasks = sl_calloc((size_t)(p->ntasks ? p->ntasks : 1), sizeof *d->tasks);
+        d->placements = sl_calloc((size_t)(p->ntasks ? p->ntasks : 1), sizeof *d->placements);
+        for (int v = 0; v < p->nvertices; v++)
+            for (int s = 0; s < p->vertices[v].parallelism; s++) {
+                int i = p->first_task[v] + s;
+                sl_msg_task_ref_t ref = {v, s, i};
+                if (jm->placement[i] == t) d->tasks[d->ntasks++] = ref;
+                d->placements[d->nplacements++] = (sl_msg_placement_t){ref, jm->placement[i] == t ? -1 : jm->placement[i]};
+            }
+        d->npeers = 0;
+        if (d->ntasks == 0) {
+            sl_msg_destroy(m);
+            continue;
+        }
+        tm_send(jm, t, m);
+    }
+}
+
+/* ---- the job's life ---- */
+
+/* State in the checkpoint that no operator of the plan takes is refused
+ * (Flink: --allowNonRestoredState). */
+static int check_restore(sl_job_master_t *jm, char *err, size_t errlen) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", jm->restore_path, SL_CKPT_METADATA_NAME);
+    sl_ckpt_metadata_t *md = NULL;
+    int rc = sl_ckpt_metadata_read_file(path, &md, err, errlen);
+    if (rc < 0) return rc;
+    jm->restore_id = md->checkpoint_id;
+    for (int i = 0; i < md->noperators && rc == 0; i++) {
+        const sl_ckpt_operator_t *mo = &md->operators[i];
+        bool has_state = mo->nblobs > 0;
+        for (int st = 0; st < mo->parallelism; st++)
+            has_state = has_state || mo->subtasks[st].nblobs > 0 || mo->subtasks[st].nhandles > 0;
+        bool matched = false;
+        for (int k = 0; k < jm->plan->nnodes && !matched; k++) matched = strcmp(jm->plan->nodes[k].uid, mo->uid) == 0;
+        if (has_state && !matched)
+            rc = sl_errf(err, errlen, SL_EINVAL,
+                         "restore: checkpoint %lld holds state for operator '%s', which is not in this job",
+                         (long long)md->checkpoint_id, mo->uid);
+    }
+    sl_ckpt_metadata_free(md);
+    return rc;
+}
+
+static void reset_attempt(sl_job_master_t *jm) {
+    const sl_plan_t *p = jm->plan;
+    pthread_mutex_lock(&jm->mu);
+    jm->attempt++;
+    memset(jm->state, 0, (size_t)(p->ntasks ? p->ntasks : 1) * sizeof *jm->state);
+    jm->nterminal = 0;
+    jm->failed = false;
+    jm->canceled = jm->cancel_requested;
+    jm->fail_rc = 0;
+    jm->fail_msg[0] = 0;
+    jm->max_sync_ns = 0;
+    memset(jm->rec_in, 0, (size_t)(p->nnodes ? p->nnodes : 1) * sizeof *jm->rec_in);
+    memset(jm->rec_out, 0, (size_t)(p->nnodes ? p->nnodes : 1) * sizeof *jm->rec_out);
+    memset(jm->rec_skipped, 0, (size_t)(p->nnodes ? p->nnodes : 1) * sizeof *jm->rec_skipped);
+    pthread_mutex_unlock(&jm->mu);
+    pthread_mutex_lock(&jm->ckpt_mu);
+    for (int i = 0; i < p->ntasks; i++) {
+        for (int k = 0; k < jm->nfinal[i]; k++) {
+            sl_free(jm->final_state[i][k].uid);
+            sl_ckpt_subtask_clear(&jm->final_state[i][k].st);
+        }
+        sl_free(jm->final_state[i]);
+        jm->final_state[i] = NULL;
+        jm->nfinal[i] = 0;
+    }
+    for (int i = 0; i < 64; i++) {
+        sl_ckpt_metadata_free(jm->pending_md[i]);
+        jm->pending_md[i] = NULL;
+    }
+    pthread_mutex_unlock(&jm->ckpt_mu);
+}
+
+/* One attempt: deploy, coordinate, wait for every task to end.  Returns
+ * its outcome (message in res->err). */
+static int run_attempt(sl_job_master_t *jm, sl_job_result_t *res) {
+    const sl_plan_t *p = jm->plan;
+    reset_attempt(jm);
+    int rc = 0;
+    if (jm->restore_path) rc = check_restore(jm, res->err, sizeof res->err);
+    if (rc == 0 && p->cfg.ckpt_enabled && p->cfg.ckpt_dir[0]) {
+        rc = sl_ckpt_storage_fs_open(p->cfg.ckpt_dir, p->job_id, &jm->storage, res->err, sizeof res->err);
+        if (rc == 0) { /* what an earlier run left half done: incomplete checkpoints and
+                        * the shared files only they had uploaded (best effort) */
+            char gerr[300];
+            sl_ckpt_storage_abort_all_pending(jm->storage, gerr, sizeof gerr);
+            sl_ckpt_storage_gc_shared(jm->storage, gerr, sizeof gerr);
+        }
+    }
+    if (rc == 0) rc = schedule(jm, res->err, sizeof res->err);
+    if (rc < 0) {
+        if (jm->storage) jm->storage->ops->destroy(jm->storage);
+        jm->storage = NULL;
+        return rc;
+    }
+    sl_coordinator_t *coord = NULL;
+    if (p->cfg.ckpt_enabled) {
+        sl_coordinator_hooks_t hooks = {jm, hook_trigger, hook_complete, hook_aborted, hook_fail, hook_prepare,
+                                        hook_finalize};
+        coord = sl_coordinator_new(&p->cfg.ckpt, p->ntasks, hooks);
+        if (jm->restore_path) sl_coordinator_set_next_id(coord, jm->restore_id + 1);
+        pthread_mutex_lock(&jm->coord_mu);
+        jm->coord = coord;
+        pthread_mutex_unlock(&jm->coord_mu);
+    }
+    deploy(jm);
+    pthread_mutex_lock(&jm->mu);
+    bool cancel_now = jm->canceled;
+    pthread_mutex_unlock(&jm->mu);
+    if (cancel_now) cancel_everywhere(jm, jm->attempt, "cancelled");
+    if (coord) sl_coordinator_start(coord);
+    pthread_mutex_lock(&jm->mu);
+    while (jm->nterminal < p->ntasks) pthread_cond_wait(&jm->cv, &jm->mu);
+    bool failed = jm->failed, canceled = jm->canceled;
+    int fail_rc = jm->fail_rc;
+    pthread_mutex_unlock(&jm->mu);
+    if (coord) {
+        pthread_mutex_lock(&jm->coord_mu);
+        jm->coord = NULL;
+        pthread_mutex_unlock(&jm->coord_mu);
+        sl_coordinator_stop(coord);
+        if (jm->storage) { /* no checkpoint is pending any more */
+            char gerr[300];
+            sl_ckpt_storage_gc_shared(jm->storage, gerr, sizeof gerr);
+        }
+        res->ckpts_completed = sl_coordinator_completed(coord, NULL);
+        res->nckpt_stats = sl_coordinator_stats(coord, res->ckpt_stats, 64);
+        sl_free(res->task_stats);
+        res->ntasks = p->ntasks;
+        res->task_stats = sl_calloc((size_t)(res->nckpt_stats ? res->nckpt_stats : 1) * (size_t)(p->ntasks ? p->ntasks : 1),
+                                    sizeof *res->task_stats);
+        for (int i = 0; i < res->nckpt_stats; i++)
+            sl_coordinator_task_stats(coord, res->ckpt_stats[i].id, &res->task_stats[(size_t)i * (size_t)p->ntasks]);
+        sl_coordinator_destroy(coord);
+    }
+    if (jm->storage) jm->storage->ops->destroy(jm->storage);
+    jm->storage = NULL;
+    res->max_sync_ns = jm->max_sync_ns;
+    for (int i = 0; i < p->nnodes; i++) {
+        res->records_in[i] = jm->rec_in[i];
+        res->records_out[i] = jm->rec_out[i];
+        res->records_skipped[i] = jm->rec_skipped[i];
+    }
+    if (failed) {
+        pthread_mutex_lock(&jm->mu);
+        snprintf(res->err, sizeof res->err, "%s", jm->fail_msg[0] ? jm->fail_msg : "job failed");
+        pthread_mutex_unlock(&jm->mu);
+        return fail_rc ? fail_rc : SL_EIO;
+    }
+    if (canceled) {
+        snprintf(res->err, sizeof res->err, "job '%s' was canceled", p->job_name);
+        return SL_ECANCELED;
+    }
+    return 0;
+}
+
+/* Before a restart: the latest completed checkpoint of this job (if any)
+ * becomes the state to restore. */
+static int prepare_restart(sl_job_master_t *jm, char *err, size_t errlen) {
+    const sl_plan_t *p = jm->plan;
+    if (!p->cfg.ckpt_dir[0]) return 0;
+    sl_ckpt_storage_t *st = NULL;
+    char serr[600];
+    if (sl_ckpt_storage_fs_open(p->cfg.ckpt_dir, p->job_id, &st, serr, sizeof serr) < 0) return 0;
+    sl_ckpt_metadata_t *md = NULL;
+    int rc = sl_ckpt_storage_load_latest(st, &md, serr, sizeof serr);
+    st->ops->destroy(st);
+    if (rc == SL_ENOTFOUND) return 0; /* none yet: the restored one (if any) or a fresh start */
+    if (rc < 0) return sl_errf(err, errlen, rc, "restart: %s", serr);
+    char chk[4200];
+    snprintf(chk, sizeof chk, "%s/%s/chk-%lld", p->cfg.ckpt_dir, p->job_id, (long long)md->checkpoint_id);
+    sl_ckpt_metadata_free(md);
+    sl_free(jm->restore_path);
+    jm->restore_path = sl_strdup(chk);
+    return 0;
+}
+
+/* The job ended with rc: its checkpoints go or stay as the retention
+ * policy says (Flink's CheckpointProperties: discard on finished /
+ * cancelled / failed).  Errors are reported, never fatal. */
+static void end_of_job_checkpoints(sl_job_master_t *jm, int rc) {
+    const sl_plan_t *p = jm->plan;
+    if (!p->cfg.ckpt_dir[0] || !p->cfg.ckpt_enabled) return;
+    bool failed = rc < 0 && rc != SL_ECANCELED;
+    bool discard = p->cfg.ckpt_retention == 0 /* SL_CHECKPOINTS_NOT_RETAINED */ ||
+                   (p->cfg.ckpt_retention == 1 /* DELETE_ON_CANCELLATION */ && !failed);
+    if (!discard) return;
+    char err[600];
+    sl_ckpt_storage_t *st = NULL;
+    if (sl_ckpt_storage_fs_open(p->cfg.ckpt_dir, p->job_id, &st, err, sizeof err) < 0 ||
+        st->ops->discard_all(st, err, sizeof err) < 0)
+        fprintf(stderr, "sluice: could not delete the checkpoints of job '%s': %s\n", p->job_name, err);
+    if (st) st->ops->destroy(st);
+}
+
+static bool cancel_requested(sl_job_master_t *jm) {
+    pthread_mutex_lock(&jm->mu);
+    bool c = jm->cancel_requested;
+    pthread_mutex_unlock(&jm->mu);
+    return c;
+}
+
+/* Sleeps ms, waking early when the job is cancelled. */
+static void backoff(sl_job_master_t *jm, int64_t ms) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)(ms / 1000);
+    until.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&jm->mu);
+    while (!jm->cancel_requested && pthread_cond_timedwait(&jm->cv, &jm->mu, &until) != ETIMEDOUT) {
+    }
+    pthread_mutex_unlock(&jm->mu);
+}
+
+int sl_jm_run(sl_job_master_t *jm, sl_job_result_t *res) {
+    const sl_plan_t *p = jm->plan;
+    memset(res, 0, sizeof *res);
+    res->records_in = sl_calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *res->records_in);
+    res->records_out = sl_calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *res->records_out);
+    res->records_skipped = sl_calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *res->records_skipped);
+    res->nnodes = p->nnodes;
+    sl_restart_strategy_t strat;
+    sl_restart_init(&strat, &p->cfg.restart, (uint64_t)sl_mono_ns());
+    for (;;) {
+        res->err[0] = 0;
+        int rc = run_attempt(jm, res);
+        if (rc == 0 || rc == SL_ECANCELED || !sl_err_retriable(rc) || cancel_requested(jm) ||
+            !sl_restart_notify_failure(&strat, sl_mono_ns() / 1000000)) {
+            if (rc < 0 && rc != SL_ECANCELED && sl_err_retriable(rc) && p->cfg.restart.kind != SL_RESTART_NONE &&
+                !cancel_requested(jm))
+                fprintf(stderr, "sluice: job '%s' failed (%s); restart strategy %s gives up after %d restart%s\n",
+                        p->job_name, res->err, sl_restart_kind_name(p->cfg.restart.kind), res->restarts,
+                        res->restarts == 1 ? "" : "s");
+            sl_restart_free(&strat);
+            end_of_job_checkpoints(jm, rc);
+            res->rc = rc;
+            return rc;
+        }
+        fprintf(stderr, "sluice: job '%s' failed (%s); restarting from the latest checkpoint in %lld ms "
+                        "(restart %d, %s)\n",
+                p->job_name, res->err, (long long)strat.backoff_ms, res->restarts + 1,
+                sl_restart_kind_name(p->cfg.restart.kind));
+        res->restarts++;
+        if (strat.backoff_ms > 0) backoff(jm, strat.backoff_ms);
+        int prc = prepare_restart(jm, res->err, sizeof res->err);
+        if (prc < 0) {
+            sl_restart_free(&strat);
+            res->rc = SL_EINVAL;
+            return SL_EINVAL;
+        }
+    }
+}
+
+int sl_jm_new(const sl_plan_t *plan, const sl_jm_config_t *cfg, sl_job_master_t **out, char *err, size_t errlen) {
+    *out = NULL;
+    sl_job_master_t *jm = sl_calloc(1, sizeof *jm);
+    int rc = sl_plan_encode(plan, &jm->plan_bytes, err, errlen);
+    if (rc == 0) rc = sl_plan_decode(jm->plan_bytes.p, jm->plan_bytes.len, &jm->plan, err, errlen);
+    if (rc < 0) {
+        sl_buf_free(&jm->plan_bytes);
+        sl_free(jm);
+        return rc;
+    }
+    jm->fingerprint = sl_plan_fingerprint(jm->plan);
+    jm->artifact = sl_strdup(cfg && cfg->artifact ? cfg->artifact : "");
+    jm->nargs = cfg ? cfg->nargs : 0;
+    jm->args = sl_calloc((size_t)(jm->nargs ? jm->nargs : 1), sizeof *jm->args);
+    for (int i = 0; i < jm->nargs; i++) jm->args[i] = sl_strdup(cfg->args[i]);
+    if (cfg && cfg->restore_path) jm->restore_path = sl_strdup(cfg->restore_path);
+    int nt = jm->plan->ntasks ? jm->plan->ntasks : 1, nn = jm->plan->nnodes ? jm->plan->nnodes : 1;
+    jm->placement = sl_calloc((size_t)nt, sizeof *jm->placement);
+    jm->state = sl_calloc((size_t)nt, sizeof *jm->state);
+    jm->final_state = sl_calloc((size_t)nt, sizeof *jm->final_state);
+    jm->nfinal = sl_calloc((size_t)nt, sizeof *jm->nfinal);
+    jm->rec_in = sl_calloc((size_t)nn, sizeof *jm->rec_in);
+    jm->rec_out = sl_calloc((size_t)nn, sizeof *jm->rec_out);
+    jm->rec_skipped = sl_calloc((size_t)nn, sizeof *jm->rec_skipped);
+    jm->attempt = -1;
+    pthread_mutex_init(&jm->mu, NULL);
+    pthread_cond_init(&jm->cv, NULL);
+    pthread_mutex_init(&jm->ckpt_mu, NULL);
+    pthread_mutex_init(&jm->coord_mu, NULL);
+    *out = jm;
+    return 0;
+}
+
+void sl_jm_add_taskmanager(sl_job_master_t *jm, const sl_jm_taskmanager_t *tm) {
+    if (jm->ntms == MAX_TMS) return;
+    jm_tm_t *t = &jm->tms[jm->ntms++];
+    t->gw = *tm;
+    t->id = sl_strdup(tm->id ? tm->id : "tm");
+    t->gw.id = t->id;
+}
+
+void sl_jm_destroy(sl_job_master_t *jm) {
+    if (!jm) return;
+    reset_attempt(jm); /* frees final states and pending metadata */
+    for (int i = 0; i < jm->ntms; i++) sl_free(jm->tms[i].id);
+    for (int i = 0; i < jm->nargs; i++) sl_free(jm->args[i]);
+    sl_free(jm->args);
+    sl_free(jm->artifact);
+    sl_free(jm->restore_path);
+    sl_free(jm->placement);
+    sl_free(jm->state);
+    sl_free(jm->final_state);
+    sl_free(jm->nfinal);
+    sl_free(jm->rec_in);
+    sl_free(jm->rec_out);
+    sl_free(jm->rec_skipped);
+    sl_buf_free(&jm->plan_bytes);
+    sl_plan_free(jm->plan);
+    sl_free(jm->plan);
+    pthread_mutex_destroy(&jm->mu);
+    pthread_cond_destroy(&jm->cv);
+    pthread_mutex_destroy(&jm->ckpt_mu);
+    pthread_mutex_destroy(&jm->coord_mu);
+    sl_free(jm);
+}
+

@@ -1,0 +1,28 @@
+/*
+ * local.h — embedded mode (Flink's MiniCluster): one JobManager and one
+ * TaskManager in this process, connected by an in-memory transport of the
+ * same messages a cluster sends over TCP.  Every message is encoded to its
+ * frame and decoded on the other side (protocol/codec.c), so embedded runs
+ * exercise the wire format too.  This is the only file that sees both the
+ * JobManager and the TaskManager side.
+ */
+#ifndef SL_LOCAL_H
+#define SL_LOCAL_H
+
+#include "plan/job_code.h"
+#include "plan/plan.h"
+#include "protocol/job_result.h"
+
+typedef struct sl_local_job sl_local_job_t;
+
+/* plan and code must outlive the job.  restore_path: a chk-<n> directory
+ * or NULL. */
+int sl_local_job_new(const sl_plan_t *plan, const sl_job_code_t *code, const char *restore_path, sl_local_job_t **out,
+                     char *err, size_t errlen);
+/* Runs the job to its end (restarts included) and fills *res. */
+int sl_local_job_run(sl_local_job_t *j, sl_job_result_t *res);
+/* Any thread. */
+void sl_local_job_cancel(sl_local_job_t *j);
+void sl_local_job_destroy(sl_local_job_t *j);
+
+#endif

@@ -1,0 +1,116 @@
+/*
+ * taskmanager.c — the TaskManager's handling of the JobManager's messages
+ * (taskmanager.h): DEPLOY builds and starts a deployment, CANCEL, TRIGGER,
+ * COMPLETE and ABORTED go to the deployment of that job attempt.
+ */
+#include "taskmanager/taskmanager.h"
+
+#include <stdio.h>
+
+#include "common/common.h"
+#include "taskmanager/deployment.h"
+
+struct sl_taskmanager {
+    sl_tm_config_t cfg;
+    char *id;
+    sl_deployment_t **deps;      /* at most one per job: the newest attempt */
+    int ndeps;
+};
+
+sl_taskmanager_t *sl_tm_new(const sl_tm_config_t *cfg) {
+    sl_taskmanager_t *tm = sl_calloc(1, sizeof *tm);
+    tm->cfg = *cfg;
+    tm->id = sl_strdup(cfg->id ? cfg->id : "tm");
+    tm->cfg.id = tm->id;
+    return tm;
+}
+
+static int find(sl_taskmanager_t *tm, const char *job) {
+    for (int i = 0; i < tm->ndeps; i++)
+        if (!strcmp(sl_deployment_job(tm->deps[i]), job)) return i;
+    return -1;
+}
+
+static sl_deployment_t *find_attempt(sl_taskmanager_t *tm, const char *job, int attempt) {
+    int i = job ? find(tm, job) : -1;
+    return i >= 0 && sl_deployment_attempt(tm->deps[i]) == attempt ? tm->deps[i] : NULL;
+}
+
+/* The deployment could not be built: every subtask it names fails with
+ * the reason. */
+static void refuse(sl_taskmanager_t *tm, const sl_msg_deploy_t *d, int rc, const char *why) {
+    for (int i = 0; i < d->ntasks; i++) {
+        sl_msg_t *m = sl_msg_new(SL_MSG_TASK_STATE);
+        sl_msg_task_state_t *s = &m->u.task_state;
+        s->job_id = sl_strdup(d->job_id);
+        s->attempt = d->attempt;
+        s->task = d->tasks[i];
+        s->state = SL_TASK_FAILED;
+        s->error_code = rc;
+        s->message = sl_strdup(why);
+        tm->cfg.send(tm->cfg.send_ctx, m);
+    }
+}
+
+static void deploy(sl_taskmanager_t *tm, const sl_msg_deploy_t *d) {
+    int i = find(tm, d->job_id);
+    if (i >= 0) { /* the previous attempt has ended (the JobManager waited for it): release it */
+        sl_deployment_cancel(tm->deps[i]);
+        sl_deployment_destroy(tm->deps[i]);
+        tm->deps[i] = tm->deps[--tm->ndeps];
+    }
+    char err[1024] = "";
+    const sl_plan_t *plan = NULL;
+    const sl_job_code_t *code = NULL;
+    int rc = tm->cfg.resolve(tm->cfg.resolve_ctx, d, &plan, &code, err, sizeof err);
+    if (rc == 0 && sl_plan_fingerprint(plan) != d->plan_fingerprint) {
+        rc = sl_errf(err, sizeof err, SL_EINVAL,
+                     "TaskManager %s refuses job '%s': the job it built has plan fingerprint %016llx, the "
+                     "JobManager's is %016llx (a different artifact, arguments or version)",
+                     tm->id, d->job_id, (unsigned long long)sl_plan_fingerprint(plan),
+                     (unsigned long long)d->plan_fingerprint);
+    }
+    sl_deployment_t *dep = NULL;
+    if (rc == 0) rc = sl_deployment_new(plan, code, d, tm->cfg.send, tm->cfg.send_ctx, &dep, err, sizeof err);
+    if (rc < 0) {
+        refuse(tm, d, rc, err);
+        return;
+    }
+    tm->deps = sl_realloc(tm->deps, (size_t)(tm->ndeps + 1) * sizeof *tm->deps);
+    tm->deps[tm->ndeps++] = dep;
+    sl_deployment_start(dep, err, sizeof err); /* a task that cannot start reports its failure */
+}
+
+void sl_tm_handle(sl_taskmanager_t *tm, sl_msg_t *m) {
+    sl_deployment_t *dep;
+    switch (m->type) {
+    case SL_MSG_DEPLOY: deploy(tm, &m->u.deploy); break;
+    case SL_MSG_CANCEL:
+        if ((dep = find_attempt(tm, m->u.cancel.job_id, m->u.cancel.attempt))) sl_deployment_cancel(dep);
+        break;
+    case SL_MSG_TRIGGER:
+        if ((dep = find_attempt(tm, m->u.trigger.job_id, m->u.trigger.attempt)))
+            sl_deployment_trigger(dep, m->u.trigger.checkpoint_id, m->u.trigger.timestamp);
+        break;
+    case SL_MSG_COMPLETE:
+    case SL_MSG_ABORTED:
+        if ((dep = find_attempt(tm, m->u.notify.job_id, m->u.notify.attempt)))
+            sl_deployment_notify(dep, m->u.notify.checkpoint_id, m->type == SL_MSG_COMPLETE);
+        break;
+    default:
+        fprintf(stderr, "sluice: TaskManager %s ignores a %s message\n", tm->id, sl_msg_type_name(m->type));
+        break;
+    }
+    sl_msg_destroy(m);
+}
+
+void sl_tm_destroy(sl_taskmanager_t *tm) {
+    if (!tm) return;
+    for (int i = 0; i < tm->ndeps; i++) {
+        sl_deployment_cancel(tm->deps[i]);
+        sl_deployment_destroy(tm->deps[i]);
+    }
+    sl_free(tm->deps);
+    sl_free(tm->id);
+    sl_free(tm);
+}

@@ -1,0 +1,43 @@
+/*
+ * taskmanager.h — a TaskManager (Flink's TaskExecutor): it offers slots,
+ * and runs the deployments the JobManager sends it — one per job attempt
+ * (deployment.h) — answering in messages (protocol/messages.h).
+ *
+ * The job's code comes from `resolve`: given a DEPLOY, it returns the plan
+ * to run and the code its nodes name.  Embedded mode resolves to the
+ * environment's own plan and code; a cluster TaskManager builds the job
+ * from its artifact.  Either way the plan used must have the fingerprint
+ * the DEPLOY carries, or the deployment is refused with a message saying so.
+ *
+ * Threads: sl_tm_handle is called by the transport, one message at a time
+ * and in the order the JobManager sent them; `send` may be called from any
+ * thread of the TaskManager.
+ */
+#ifndef SL_TASKMANAGER_H
+#define SL_TASKMANAGER_H
+
+#include "plan/job_code.h"
+#include "plan/plan.h"
+#include "protocol/messages.h"
+
+typedef struct sl_taskmanager sl_taskmanager_t;
+
+typedef struct sl_tm_config {
+    const char *id;              /* "tm-1" */
+    int slots;
+    /* to the JobManager; takes ownership of m */
+    void (*send)(void *ctx, sl_msg_t *m);
+    void *send_ctx;
+    /* the plan and code of a deployment: 0, or an error in err */
+    int (*resolve)(void *ctx, const sl_msg_deploy_t *d, const sl_plan_t **plan, const sl_job_code_t **code, char *err,
+                   size_t errlen);
+    void *resolve_ctx;
+} sl_tm_config_t;
+
+sl_taskmanager_t *sl_tm_new(const sl_tm_config_t *cfg);
+/* A message from the JobManager (ownership passes). */
+void sl_tm_handle(sl_taskmanager_t *tm, sl_msg_t *m);
+/* Cancels and joins every deployment, then frees. */
+void sl_tm_destroy(sl_taskmanager_t *tm);
+
+#endif
