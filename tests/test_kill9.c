@@ -12,8 +12,8 @@
 #include "connectors/connectors.h"
 #include "formats/format.h"
 #include "test.h"
+#include "window_output.h"
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static const char *child_fault; /* SLUICE_FAULT_AT for the next child */
 static const char *child_par = "--p=2"; /* parallelism of the next child */
@@ -63,34 +63,6 @@ static int run_with_kills(const char *out, const char *ckpt, long long n, bool w
 }
 
 /* Every committed line of the part files in dir (hidden files counted). */
-static long long read_lines(const char *dir, char **lines, long long cap, int *hidden) {
-    long long n = 0;
-    *hidden = 0;
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    struct dirent *e;
-    char *buf = NULL;
-    size_t bcap = 0;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.') {
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) (*hidden)++;
-            continue;
-        }
-        char p[1400];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        FILE *f = fopen(p, "r");
-        ssize_t l;
-        while (f && (l = getline(&buf, &bcap, f)) > 0 && n < cap) {
-            if (buf[l - 1] == '\n') buf[--l] = 0;
-            lines[n++] = strdup(buf);
-        }
-        if (f) fclose(f);
-    }
-    free(buf);
-    closedir(d);
-    return n;
-}
-
 /* Keyed state survives kill -9: window results of a killed-and-restored
  * run equal the brute-force windows of the generator, each exactly once. */
 static void windows_case(const char *name, int kills, const char *p_before, const char *p_after) {
@@ -119,56 +91,7 @@ static void windows_case(const char *name, int kills, const char *p_before, cons
         CHECK_EQ(k, 0);
         fprintf(stderr, "  %s: killed at parallelism %s, finished at %s\n", name, p_before + 4, p_after + 4);
     }
-    /* expected: per (card, 1-minute window) count and cents */
-    sl_datagen_opts_t g = sl_datagen_defaults();
-    g.seed = 7;
-    g.count = N;
-    g.splits = 4;
-    g.cards = 500;
-    g.late_fraction = 0;
-    g.max_disorder_ms = 2000;
-    g.ts_step_ms = 2;
-    typedef struct { int64_t card, start, n, cents; } win_t;
-    int64_t cap = 1 << 20, nw = 0;
-    win_t *tab = calloc((size_t)cap, sizeof *tab);
-    for (int sp = 0; sp < 4; sp++)
-        for (int64_t i = 0; i < sl_datagen_split_count(&g, sp); i++) {
-            sl_datagen_event_t ev;
-            sl_datagen_event(&g, sp, i, &ev);
-            int64_t start = ev.ts - (((ev.ts % 60000) + 60000) % 60000);
-            uint64_t h = ((uint64_t)ev.card_id * 0x9e3779b97f4a7c15ULL) ^ (uint64_t)start * 31;
-            int64_t slot = (int64_t)(h % (uint64_t)cap);
-            while (tab[slot].n && (tab[slot].card != ev.card_id || tab[slot].start != start)) slot = (slot + 1) % cap;
-            if (!tab[slot].n) {
-                tab[slot].card = ev.card_id;
-                tab[slot].start = start;
-                nw++;
-            }
-            tab[slot].n++;
-            tab[slot].cents += (int64_t)(ev.amount * 100 + 0.5);
-        }
-    char **want = calloc((size_t)nw, sizeof *want);
-    int64_t k = 0;
-    for (int64_t i = 0; i < cap; i++)
-        if (tab[i].n) {
-            char b[128];
-            snprintf(b, sizeof b, "%lld,%lld,%lld,%lld", (long long)tab[i].card, (long long)tab[i].start,
-                     (long long)tab[i].n, (long long)tab[i].cents);
-            want[k++] = strdup(b);
-        }
-    free(tab);
-    char **got = calloc((size_t)nw + 16, sizeof *got);
-    int hidden;
-    long long ng = read_lines(out, got, nw + 16, &hidden);
-    CHECK_EQ(hidden, 0);
-    CHECK_EQ(ng, nw);
-    qsort(want, (size_t)nw, sizeof *want, cmp_str);
-    qsort(got, (size_t)ng, sizeof *got, cmp_str);
-    for (long long i = 0; i < nw; i++) CHECK_STR(got[i], want[i]);
-    for (long long i = 0; i < nw; i++) free(want[i]);
-    for (long long i = 0; i < ng; i++) free(got[i]);
-    free(want);
-    free(got);
+    CHECK_EQ(wo_check(out, N), 0); /* every (card, window) exactly once, as the brute force counts */
 }
 
 TEST(kill9_windows_exactly_once) {
@@ -240,8 +163,8 @@ static void verify_plain(const char *out, long long N) {
     closedir(d);
     CHECK_EQ(hidden, 0);
     CHECK_EQ(ng, nw); /* no duplicate, no gap (in count) */
-    qsort(want, (size_t)nw, sizeof *want, cmp_str);
-    qsort(got, (size_t)ng, sizeof *got, cmp_str);
+    qsort(want, (size_t)nw, sizeof *want, wo_cmp_str);
+    qsort(got, (size_t)ng, sizeof *got, wo_cmp_str);
     for (long long i = 0; i < nw; i++) CHECK_STR(got[i], want[i]); /* ... and in content */
     for (long long i = 0; i < nw; i++) free(want[i]);
     for (long long i = 0; i < ng; i++) free(got[i]);

@@ -343,8 +343,8 @@ TEST(scheduler_places_groups_and_refuses_too_few_slots) {
     CHECK_EQ(sl_jm_new(p, &cfg, &jm, err, sizeof err), 0);
     g_jm = jm;
     fake_tm_t a = {.mu = PTHREAD_MUTEX_INITIALIZER}, b = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    sl_jm_add_taskmanager(jm, &(sl_jm_taskmanager_t){"tm-1", 2, fake_send, &a});
-    sl_jm_add_taskmanager(jm, &(sl_jm_taskmanager_t){"tm-2", 1, fake_send, &b});
+    sl_jm_add_taskmanager(jm, &(sl_jm_taskmanager_t){.id = "tm-1", .slots = 2, .send = fake_send, .ctx = &a});
+    sl_jm_add_taskmanager(jm, &(sl_jm_taskmanager_t){.id = "tm-2", .slots = 1, .send = fake_send, .ctx = &b});
     sl_job_result_t res;
     int rc = sl_jm_run(jm, &res);
     CHECK_EQ(rc, SL_EINVAL);
@@ -357,8 +357,8 @@ TEST(scheduler_places_groups_and_refuses_too_few_slots) {
     CHECK_EQ(sl_jm_new(p, &cfg, &jm, err, sizeof err), 0);
     g_jm = jm;
     fake_tm_t c = {.mu = PTHREAD_MUTEX_INITIALIZER}, d = {.mu = PTHREAD_MUTEX_INITIALIZER};
-    sl_jm_add_taskmanager(jm, &(sl_jm_taskmanager_t){"tm-1", 2, fake_send, &c});
-    sl_jm_add_taskmanager(jm, &(sl_jm_taskmanager_t){"tm-2", 2, fake_send, &d});
+    sl_jm_add_taskmanager(jm, &(sl_jm_taskmanager_t){.id = "tm-1", .slots = 2, .send = fake_send, .ctx = &c});
+    sl_jm_add_taskmanager(jm, &(sl_jm_taskmanager_t){.id = "tm-2", .slots = 2, .send = fake_send, .ctx = &d});
     rc = sl_jm_run(jm, &res);
     CHECK_EQ(rc, 0);
     CHECK_EQ(c.deploys, 1);

@@ -13,6 +13,7 @@
 #include "checkpoint/storage.h"
 #include "common/common.h"
 #include "api/plan_build.h"
+#include "sluice/job.h"
 #include "runtime/local.h"
 #include "state/key_group.h"
 
@@ -61,6 +62,7 @@ void sl_env_destroy(sl_env_t *env) {
     sl_ckpt_metadata_free(env->restore_md);
     sl_free(env->restore_path);
     sl_free(env->rocksdb_dir);
+    sl_free(env->job_name);
     sl_env_free_task_stats(env);
     for (int i = env->nowned - 1; i >= 0; i--) env->owned[i].free_fn(env->owned[i].p);
     sl_free(env->owned);
@@ -93,6 +95,15 @@ void sl_env_errorf(sl_env_t *env, const char *fmt, ...) {
 }
 
 const char *sl_env_error(const sl_env_t *env) { return env->err; }
+
+void sl_env_set_job_name(sl_env_t *env, const char *name) {
+    if (!name || !name[0]) {
+        sl_env_errorf(env, "job name must not be empty");
+        return;
+    }
+    sl_free(env->job_name);
+    env->job_name = sl_strdup(name);
+}
 
 void sl_env_set_parallelism(sl_env_t *env, int p) {
     if (p < 1 || p > 32768)

@@ -61,6 +61,7 @@ struct sl_env {
 
     char err[1024];
     int err_rc;
+    char *job_name;               /* sl_env_set_job_name (cluster jobs) */
 
     pthread_mutex_t run_mu;
     struct sl_local_job *running;  /* the job being executed (embedded mode) */

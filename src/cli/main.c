@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/client.h"
+#include "cli/cluster.h"
 #include "config/config.h"
 #include "config/suggest.h"
 #include "fraud_job.h"
@@ -58,7 +60,13 @@ static void usage(FILE *f) {
             "  -D key=value             one configuration key (overrides the file)\n"
             "  --help-config            every configuration key: type, default, allowed values\n"
             "  -h, --help               this text\n"
-            "  --version                sluice's version\n");
+            "  --version                sluice's version\n"
+            "a cluster (Flink's commands; README, \"Running a cluster\"):\n"
+            "  sluice jobmanager [--config FILE] [-D key=value]           the JobManager, in the foreground\n"
+            "  sluice taskmanager [--config FILE] [-D key=value] [--id ID] a TaskManager\n"
+            "  sluice run [-d] [-s PATH] [-m host:port] JOB.so [args...]  submit a job\n"
+            "  sluice list [-r] [-s] [-a] [-m host:port]                  the jobs\n"
+            "  sluice cancel [-m host:port] JOBID\n");
 }
 
 /* Every option, for "did you mean" (keep in step with usage() and main()). */
@@ -162,6 +170,15 @@ static int finish(sl_config_t *cfg, int rc) {
 }
 
 int main(int argc, char **argv) {
+    /* The cluster verbs (src/cli/client.c): list, cancel, and run when it
+     * is for a JobManager (-m, a cluster-only option, a job file, or a
+     * configured JobManager address); otherwise `run` is the embedded job. */
+    if (argc > 1 && !strcmp(argv[1], "jobmanager")) return sl_cli_jobmanager(argc - 2, argv + 2);
+    if (argc > 1 && !strcmp(argv[1], "taskmanager")) return sl_cli_taskmanager(argc - 2, argv + 2);
+    if (argc > 1 && !strcmp(argv[1], "list")) return sl_cli_list(argc - 2, argv + 2);
+    if (argc > 1 && !strcmp(argv[1], "cancel")) return sl_cli_cancel(argc - 2, argv + 2);
+    if (argc > 1 && !strcmp(argv[1], "run") && sl_cli_run_is_remote(argc - 2, argv + 2))
+        return sl_cli_run(argc - 2, argv + 2);
     fraud_opts_t o = fraud_defaults();
     sl_config_t cfg;
     sl_config_defaults(&cfg);

@@ -147,6 +147,13 @@ struct sl_config {
     int rest_port;                       /* rest.port */
     int64_t heartbeat_interval_ms;       /* heartbeat.interval */
     int64_t heartbeat_timeout_ms;        /* heartbeat.timeout */
+    char *rest_address;                  /* rest.address */
+    char *rest_bind_address;             /* rest.bind-address */
+    char *taskmanager_host;              /* taskmanager.host */
+    int taskmanager_data_port;           /* taskmanager.data.port */
+    int64_t slot_request_timeout_ms;     /* slot.request.timeout */
+    bool evenly_spread_out_slots;        /* cluster.evenly-spread-out-slots */
+    char *internal_secret;               /* security.internal.secret; NULL = none */
 
     /* network */
     int buffers_per_channel;             /* taskmanager.network.memory.buffers-per-channel */

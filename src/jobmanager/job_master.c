@@ -19,7 +19,7 @@
 
 typedef struct jm_tm {
     sl_jm_taskmanager_t gw;
-    char *id;
+    char *id, *host;
 } jm_tm_t;
 
 struct sl_job_master {
@@ -29,8 +29,13 @@ struct sl_job_master {
     char **args;
     sl_buf_t plan_bytes;
     uint64_t fingerprint;
-    jm_tm_t tms[MAX_TMS];
+    jm_tm_t tms[MAX_TMS];       /* of the current attempt; guarded by mu while it changes */
     int ntms;
+    int (*list_tms)(void *ctx, sl_jm_taskmanager_t *out, int cap);
+    void *list_ctx;
+    int64_t slot_wait_ms;
+    bool evenly;                /* cluster.evenly-spread-out-slots */
+    const char *status;         /* Flink's JobStatus name */
     int *placement;             /* per task index: which TaskManager */
 
     pthread_mutex_t mu;
@@ -58,13 +63,25 @@ struct sl_job_master {
 };
 
 static void tm_send(sl_job_master_t *jm, int tm, sl_msg_t *m) { jm->tms[tm].gw.send(jm->tms[tm].gw.ctx, m); }
+static bool cancel_requested(sl_job_master_t *jm);
+static void refresh_tms(sl_job_master_t *jm);
+static void set_status(sl_job_master_t *jm, const char *st) {
+    pthread_mutex_lock(&jm->mu);
+    jm->status = st;
+    pthread_mutex_unlock(&jm->mu);
+}
 
+/* jm->tms changes only between attempts, under mu; senders take a copy. */
 static void send_all(sl_job_master_t *jm, sl_msg_t *proto, void (*fill)(sl_msg_t *, const void *), const void *arg) {
-    (void)proto;
-    for (int i = 0; i < jm->ntms; i++) {
+    pthread_mutex_lock(&jm->mu);
+    int n = jm->ntms;
+    sl_jm_taskmanager_t gw[MAX_TMS];
+    for (int i = 0; i < n; i++) gw[i] = jm->tms[i].gw;
+    pthread_mutex_unlock(&jm->mu);
+    for (int i = 0; i < n; i++) {
         sl_msg_t *m = sl_msg_new(proto->type);
         fill(m, arg);
-        tm_send(jm, i, m);
+        gw[i].send(gw[i].ctx, m);
     }
 }
 
@@ -347,10 +364,21 @@ static int schedule(sl_job_master_t *jm, char *err, size_t errlen) {
         /* slot (g, i) -> TaskManager */
         int **slot_tm = sl_calloc((size_t)(ng ? ng : 1), sizeof *slot_tm);
         int tm = 0, used = 0;
+        int *taken = sl_calloc((size_t)(jm->ntms ? jm->ntms : 1), sizeof *taken);
         for (int g = 0; g < ng; g++) {
             slot_tm[g] = sl_calloc((size_t)width[g], sizeof **slot_tm);
             for (int i = 0; i < width[g]; i++) {
-                while (used >= jm->tms[tm].gw.slots) {
+                if (jm->evenly) { /* cluster.evenly-spread-out-slots: the least used TaskManager */
+                    int best = -1;
+                    for (int t = 0; t < jm->ntms; t++)
+                        if (taken[t] < jm->tms[t].gw.slots &&
+                            (best < 0 || taken[t] * jm->tms[best].gw.slots < taken[best] * jm->tms[t].gw.slots))
+                            best = t;
+                    slot_tm[g][i] = best;
+                    taken[best]++;
+                    continue;
+                }
+                while (used >= jm->tms[tm].gw.slots) { /* fill one TaskManager after the other */
                     tm++;
                     used = 0;
                 }
@@ -358,6 +386,7 @@ static int schedule(sl_job_master_t *jm, char *err, size_t errlen) {
                 used++;
             }
         }
+        sl_free(taken);
         for (int v = 0; v < p->nvertices; v++)
             for (int s = 0; s < p->vertices[v].parallelism; s++)
                 jm->placement[p->first_task[v] + s] = slot_tm[group_of[v]][s];
@@ -394,7 +423,20 @@ static void deploy(sl_job_master_t *jm) {
                 if (jm->placement[i] == t) d->tasks[d->ntasks++] = ref;
                 d->placements[d->nplacements++] = (sl_msg_placement_t){ref, jm->placement[i] == t ? -1 : jm->placement[i]};
             }
-        d->npeers = 0;
+        d->peers = sl_calloc((size_t)(jm->ntms ? jm->ntms : 1), sizeof *d->peers);
+        for (int i = 0; i < jm->ntms; i++) {
+            if (!jm->tms[i].host[0] || jm->tms[i].gw.data_port <= 0) continue; /* embedded: no data port */
+            d->peers[d->npeers++] = (sl_msg_peer_t){sl_strdup(jm->tms[i].id), sl_strdup(jm->tms[i].host),
+                                                    jm->tms[i].gw.data_port};
+        }
+        for (int i = 0; i < d->nplacements; i++) { /* TaskManager index -> peer index */
+            int pt = d->placements[i].peer;
+            if (pt < 0) continue;
+            int pi = -1;
+            for (int q = 0; q < d->npeers; q++)
+                if (!strcmp(d->peers[q].tm_id, jm->tms[pt].id)) pi = q;
+            d->placements[i].peer = pi; /* every cluster TaskManager announces its data port */
+        }
         if (d->ntasks == 0) {
             sl_msg_destroy(m);
             continue;
@@ -478,7 +520,22 @@ static int run_attempt(sl_job_master_t *jm, sl_job_result_t *res) {
             sl_ckpt_storage_gc_shared(jm->storage, gerr, sizeof gerr);
         }
     }
-    if (rc == 0) rc = schedule(jm, res->err, sizeof res->err);
+    if (rc == 0) {
+        /* slots: wait up to slot.request.timeout for enough of them */
+        int64_t deadline = sl_mono_ns() / 1000000 + jm->slot_wait_ms;
+        for (;;) {
+            refresh_tms(jm);
+            rc = schedule(jm, res->err, sizeof res->err);
+            if (rc == 0 || sl_mono_ns() / 1000000 >= deadline || cancel_requested(jm)) break;
+            struct timespec ts = {0, 200 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        if (rc < 0 && jm->slot_wait_ms > 0) {
+            size_t l = strlen(res->err);
+            snprintf(res->err + l, sizeof res->err - l, " (waited %lld ms, slot.request.timeout)",
+                     (long long)jm->slot_wait_ms);
+        }
+    }
     if (rc < 0) {
         if (jm->storage) jm->storage->ops->destroy(jm->storage);
         jm->storage = NULL;
@@ -495,6 +552,7 @@ static int run_attempt(sl_job_master_t *jm, sl_job_result_t *res) {
         pthread_mutex_unlock(&jm->coord_mu);
     }
     deploy(jm);
+    set_status(jm, "RUNNING");
     pthread_mutex_lock(&jm->mu);
     bool cancel_now = jm->canceled;
     pthread_mutex_unlock(&jm->mu);
@@ -629,6 +687,7 @@ int sl_jm_run(sl_job_master_t *jm, sl_job_result_t *res) {
             sl_restart_free(&strat);
             end_of_job_checkpoints(jm, rc);
             res->rc = rc;
+            set_status(jm, rc == 0 ? "FINISHED" : rc == SL_ECANCELED ? "CANCELED" : "FAILED");
             return rc;
         }
         fprintf(stderr, "sluice: job '%s' failed (%s); restarting from the latest checkpoint in %lld ms "
@@ -636,10 +695,12 @@ int sl_jm_run(sl_job_master_t *jm, sl_job_result_t *res) {
                 p->job_name, res->err, (long long)strat.backoff_ms, res->restarts + 1,
                 sl_restart_kind_name(p->cfg.restart.kind));
         res->restarts++;
+        set_status(jm, "RESTARTING");
         if (strat.backoff_ms > 0) backoff(jm, strat.backoff_ms);
         int prc = prepare_restart(jm, res->err, sizeof res->err);
         if (prc < 0) {
             sl_restart_free(&strat);
+            set_status(jm, "FAILED");
             res->rc = SL_EINVAL;
             return SL_EINVAL;
         }
@@ -671,6 +732,11 @@ int sl_jm_new(const sl_plan_t *plan, const sl_jm_config_t *cfg, sl_job_master_t 
     jm->rec_out = sl_calloc((size_t)nn, sizeof *jm->rec_out);
     jm->rec_skipped = sl_calloc((size_t)nn, sizeof *jm->rec_skipped);
     jm->attempt = -1;
+    jm->status = "CREATED";
+    jm->list_tms = cfg ? cfg->list_taskmanagers : NULL;
+    jm->list_ctx = cfg ? cfg->list_ctx : NULL;
+    jm->slot_wait_ms = cfg ? cfg->slot_request_timeout_ms : 0;
+    jm->evenly = cfg && cfg->evenly_spread_out_slots;
     pthread_mutex_init(&jm->mu, NULL);
     pthread_cond_init(&jm->cv, NULL);
     pthread_mutex_init(&jm->ckpt_mu, NULL);
@@ -684,13 +750,70 @@ void sl_jm_add_taskmanager(sl_job_master_t *jm, const sl_jm_taskmanager_t *tm) {
     jm_tm_t *t = &jm->tms[jm->ntms++];
     t->gw = *tm;
     t->id = sl_strdup(tm->id ? tm->id : "tm");
+    t->host = sl_strdup(tm->host ? tm->host : "");
     t->gw.id = t->id;
+    t->gw.host = t->host;
+}
+
+static void clear_tms(sl_job_master_t *jm) {
+    for (int i = 0; i < jm->ntms; i++) {
+        sl_free(jm->tms[i].id);
+        sl_free(jm->tms[i].host);
+    }
+    jm->ntms = 0;
+}
+
+/* The live TaskManagers, when a cluster supplies them. */
+static void refresh_tms(sl_job_master_t *jm) {
+    if (!jm->list_tms) return;
+    sl_jm_taskmanager_t *live = sl_calloc(MAX_TMS, sizeof *live);
+    int n = jm->list_tms(jm->list_ctx, live, MAX_TMS);
+    pthread_mutex_lock(&jm->mu);
+    clear_tms(jm);
+    for (int i = 0; i < n; i++) sl_jm_add_taskmanager(jm, &live[i]);
+    pthread_mutex_unlock(&jm->mu);
+    sl_free(live);
+}
+
+void sl_jm_taskmanager_lost(sl_job_master_t *jm, const char *tm_id, const char *why) {
+    pthread_mutex_lock(&jm->mu);
+    int tm = -1;
+    for (int i = 0; i < jm->ntms; i++)
+        if (!strcmp(jm->tms[i].id, tm_id)) tm = i;
+    int attempt = jm->attempt;
+    bool cancel = false;
+    for (int i = 0; tm >= 0 && i < jm->plan->ntasks; i++) {
+        if (jm->placement[i] != tm || jm->state[i] >= SL_TASK_FINISHED) continue;
+        if (!jm->failed && !jm->canceled) {
+            jm->failed = true;
+            jm->fail_rc = SL_EIO;
+            snprintf(jm->fail_msg, sizeof jm->fail_msg, "%s", why);
+            cancel = true;
+        }
+        jm->state[i] = SL_TASK_FAILED;
+        jm->nterminal++;
+    }
+    pthread_cond_broadcast(&jm->cv);
+    pthread_mutex_unlock(&jm->mu);
+    if (cancel) cancel_everywhere(jm, attempt, why);
+}
+
+const char *sl_jm_job_id(const sl_job_master_t *jm) { return jm->plan->job_id; }
+const char *sl_jm_job_name(const sl_job_master_t *jm) { return jm->plan->job_name; }
+const sl_plan_t *sl_jm_plan(const sl_job_master_t *jm) { return jm->plan; }
+
+const char *sl_jm_status(sl_job_master_t *jm, int *attempt) {
+    pthread_mutex_lock(&jm->mu);
+    const char *s = jm->status;
+    if (attempt) *attempt = jm->attempt;
+    pthread_mutex_unlock(&jm->mu);
+    return s;
 }
 
 void sl_jm_destroy(sl_job_master_t *jm) {
     if (!jm) return;
     reset_attempt(jm); /* frees final states and pending metadata */
-    for (int i = 0; i < jm->ntms; i++) sl_free(jm->tms[i].id);
+    clear_tms(jm);
     for (int i = 0; i < jm->nargs; i++) sl_free(jm->args[i]);
     sl_free(jm->args);
     sl_free(jm->artifact);

@@ -38,6 +38,8 @@ typedef struct sl_jm_taskmanager {
     int slots;
     void (*send)(void *ctx, sl_msg_t *m);
     void *ctx;
+    const char *host;            /* where its data port is ("" in embedded mode) */
+    int data_port;
 } sl_jm_taskmanager_t;
 
 typedef struct sl_jm_config {
@@ -45,6 +47,17 @@ typedef struct sl_jm_config {
     int nargs;
     char **args;
     const char *restore_path;    /* chk-<n> directory to start from, or NULL */
+    /* A cluster's TaskManagers change: when set, each attempt asks for the
+     * live ones (at most cap) instead of using those added before the run.
+     * The strings must stay valid until the job master is destroyed. */
+    int (*list_taskmanagers)(void *ctx, sl_jm_taskmanager_t *out, int cap);
+    void *list_ctx;
+    /* slot.request.timeout: how long an attempt waits for enough slots
+     * before it fails (0: fail at once) */
+    int64_t slot_request_timeout_ms;
+    /* cluster.evenly-spread-out-slots: each slot from the least used
+     * TaskManager, instead of filling one TaskManager after the other */
+    bool evenly_spread_out_slots;
 } sl_jm_config_t;
 
 /* Takes a copy of plan (encoded and decoded: what a cluster ships). */
@@ -56,6 +69,17 @@ int sl_jm_run(sl_job_master_t *jm, sl_job_result_t *res);
 /* A message from a TaskManager (ownership passes). */
 void sl_jm_handle(sl_job_master_t *jm, sl_msg_t *m);
 void sl_jm_cancel(sl_job_master_t *jm);
+/* TaskManager tm_id is gone (missed heartbeats, its connection failed):
+ * its subtasks of the current attempt count as failed, with `why` as the
+ * cause, and the attempt is cancelled everywhere else.  Any thread. */
+void sl_jm_taskmanager_lost(sl_job_master_t *jm, const char *tm_id, const char *why);
+/* The job's id (its directory under the checkpoint directory) and name. */
+const char *sl_jm_job_id(const sl_job_master_t *jm);
+const char *sl_jm_job_name(const sl_job_master_t *jm);
+/* "CREATED", "RUNNING", "RESTARTING", "FINISHED", "FAILED", "CANCELED"
+ * (Flink's JobStatus), and the attempt running.  Any thread. */
+const char *sl_jm_status(sl_job_master_t *jm, int *attempt);
+const sl_plan_t *sl_jm_plan(const sl_job_master_t *jm);
 void sl_jm_destroy(sl_job_master_t *jm);
 
 #endif

@@ -9,22 +9,15 @@
 #include <stdio.h>
 
 #include "common/common.h"
+#include "common/workq.h"
 #include "jobmanager/job_master.h"
 #include "taskmanager/taskmanager.h"
 
-/* One direction of the in-memory transport: frames in order. */
-typedef struct pipe_item {
-    sl_buf_t frame;
-    struct pipe_item *next;
-} pipe_item_t;
-
+/* One direction of the in-memory transport: encoded frames, delivered in
+ * order by the queue's thread. */
 typedef struct pipe {
     const char *name;            /* "to the TaskManager", for errors */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    pipe_item_t *head, *tail;
-    bool stop;
-    pthread_t thread;
+    sl_workq_t q;
     void (*deliver)(void *ctx, sl_msg_t *m);
     void *ctx;
 } pipe_t;
@@ -39,78 +32,42 @@ struct sl_local_job {
 
 /* Encodes m into the pipe (the receiving thread decodes it). */
 static void pipe_send(pipe_t *p, sl_msg_t *m) {
-    pipe_item_t *it = sl_calloc(1, sizeof *it);
+    sl_buf_t *frame = sl_calloc(1, sizeof *frame);
     char err[512];
-    if (sl_msg_encode(m, &it->frame, err, sizeof err) < 0) {
+    if (sl_msg_encode(m, frame, err, sizeof err) < 0) {
         fprintf(stderr, "sluice: embedded transport: cannot encode a %s message %s: %s\n", sl_msg_type_name(m->type),
                 p->name, err);
-        sl_msg_destroy(m);
-        sl_free(it);
         abort(); /* a message this process built must encode: a bug, not an input error */
     }
     sl_msg_destroy(m);
-    pthread_mutex_lock(&p->mu);
-    if (p->stop) { /* the other side is gone (the job is over) */
-        pthread_mutex_unlock(&p->mu);
-        sl_buf_free(&it->frame);
-        sl_free(it);
-        return;
-    }
-    if (p->tail)
-        p->tail->next = it;
-    else
-        p->head = it;
-    p->tail = it;
-    pthread_cond_signal(&p->cv);
-    pthread_mutex_unlock(&p->mu);
+    sl_workq_post(&p->q, frame); /* refused (and dropped) once the other side is gone */
 }
 
-static void *pipe_main(void *arg) {
-    pipe_t *p = arg;
-    pthread_mutex_lock(&p->mu);
-    for (;;) {
-        while (!p->head && !p->stop) pthread_cond_wait(&p->cv, &p->mu);
-        if (!p->head) break;
-        pipe_item_t *it = p->head;
-        p->head = it->next;
-        if (!p->head) p->tail = NULL;
-        pthread_mutex_unlock(&p->mu);
-        sl_msg_t *m = sl_calloc(1, sizeof *m);
-        char err[512];
-        if (sl_msg_decode(it->frame.p, it->frame.len, p->name, m, err, sizeof err) < 0) {
-            fprintf(stderr, "sluice: embedded transport: %s\n", err);
-            abort(); /* the frame came from this process: a bug */
-        }
-        sl_buf_free(&it->frame);
-        sl_free(it);
-        p->deliver(p->ctx, m);
-        pthread_mutex_lock(&p->mu);
+static void drop_frame(void *ctx, void *item) {
+    (void)ctx;
+    sl_buf_free(item);
+    sl_free(item);
+}
+
+static void deliver_frame(void *ctx, void *item) {
+    pipe_t *p = ctx;
+    sl_buf_t *frame = item;
+    sl_msg_t *m = sl_calloc(1, sizeof *m);
+    char err[512];
+    if (sl_msg_decode(frame->p, frame->len, p->name, m, err, sizeof err) < 0) {
+        fprintf(stderr, "sluice: embedded transport: %s\n", err);
+        abort(); /* the frame came from this process: a bug */
     }
-    pthread_mutex_unlock(&p->mu);
-    return NULL;
+    drop_frame(NULL, frame);
+    p->deliver(p->ctx, m);
 }
 
 static void pipe_init(pipe_t *p, const char *name, void (*deliver)(void *, sl_msg_t *), void *ctx) {
     memset(p, 0, sizeof *p);
     p->name = name;
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
     p->deliver = deliver;
     p->ctx = ctx;
-}
-
-/* Delivers what was queued, then ends the thread. */
-static void pipe_stop(pipe_t *p) {
-    pthread_mutex_lock(&p->mu);
-    p->stop = true;
-    pthread_cond_signal(&p->cv);
-    pthread_mutex_unlock(&p->mu);
-    pthread_join(p->thread, NULL);
-}
-
-static void pipe_free(pipe_t *p) {
-    pthread_mutex_destroy(&p->mu);
-    pthread_cond_destroy(&p->cv);
+    if (sl_workq_start(&p->q, deliver_frame, drop_frame, p) < 0) abort();
 }
 
 static void send_to_tm(void *ctx, sl_msg_t *m) { pipe_send(&((sl_local_job_t *)ctx)->to_tm, m); }
@@ -159,9 +116,6 @@ int sl_local_job_new(const sl_plan_t *plan, const sl_job_code_t *code, const cha
     sl_jm_add_taskmanager(j->jm, &gw);
     pipe_init(&j->to_tm, "to the embedded TaskManager", deliver_tm, j);
     pipe_init(&j->to_jm, "to the embedded JobManager", deliver_jm, j);
-    if (pthread_create(&j->to_tm.thread, NULL, pipe_main, &j->to_tm) != 0 ||
-        pthread_create(&j->to_jm.thread, NULL, pipe_main, &j->to_jm) != 0)
-        abort();
     *out = j;
     return 0;
 }
@@ -174,11 +128,11 @@ void sl_local_job_destroy(sl_local_job_t *j) {
     if (!j) return;
     /* every task has ended: drain the TaskManager's side, release its
      * deployments, then the JobManager's side */
-    pipe_stop(&j->to_tm);
+    sl_workq_stop(&j->to_tm.q);
     sl_tm_destroy(j->tm);
-    pipe_stop(&j->to_jm);
+    sl_workq_stop(&j->to_jm.q);
     sl_jm_destroy(j->jm);
-    pipe_free(&j->to_tm);
-    pipe_free(&j->to_jm);
+    sl_workq_free(&j->to_tm.q);
+    sl_workq_free(&j->to_jm.q);
     sl_free(j);
 }

@@ -121,8 +121,9 @@ void sl_channel_send(sl_channel_t *ch, sl_nbuf_t *b) {
         ch->full_head = b;
     ch->full_tail = b;
     atomic_fetch_add(&ch->queued, 1);
+    if (ch->on_send) ch->on_send(ch->hook_ctx);
     pthread_mutex_unlock(&ch->mu);
-    sl_waker_signal(ch->consumer);
+    if (ch->consumer) sl_waker_signal(ch->consumer);
 }
 
 void sl_channel_send_priority(sl_channel_t *ch, const void *data, uint32_t len, sl_buf_t *capture) {
@@ -143,8 +144,9 @@ void sl_channel_send_priority(sl_channel_t *ch, const void *data, uint32_t len, 
     *at = e;
     if (!e->next) ch->full_tail = e;
     atomic_fetch_add(&ch->queued, 1);
+    if (ch->on_send) ch->on_send(ch->hook_ctx);
     pthread_mutex_unlock(&ch->mu);
-    sl_waker_signal(ch->consumer);
+    if (ch->consumer) sl_waker_signal(ch->consumer);
 }
 
 sl_nbuf_t *sl_channel_poll(sl_channel_t *ch) {
@@ -175,6 +177,7 @@ void sl_channel_recycle(sl_channel_t *ch, sl_nbuf_t *b) {
     b->next = ch->free_list;
     ch->free_list = b;
     pthread_cond_signal(&ch->cv);
+    if (ch->on_recycle) ch->on_recycle(ch->hook_ctx);
     pthread_mutex_unlock(&ch->mu);
 }
 
@@ -191,4 +194,58 @@ int sl_channel_in_flight(sl_channel_t *ch) {
     for (sl_nbuf_t *b = ch->free_list; b; b = b->next) n++;
     pthread_mutex_unlock(&ch->mu);
     return ch->nbufs - n;
+}
+
+int sl_channel_set_hooks(sl_channel_t *ch, void (*on_send)(void *), void (*on_recycle)(void *), void *ctx) {
+    pthread_mutex_lock(&ch->mu);
+    ch->on_send = on_send;
+    ch->on_recycle = on_recycle;
+    ch->hook_ctx = ctx;
+    int n = 0;
+    for (sl_nbuf_t *b = ch->free_list; b; b = b->next) n++;
+    pthread_mutex_unlock(&ch->mu);
+    return n;
+}
+
+sl_nbuf_t *sl_channel_poll_credited(sl_channel_t *ch, bool has_credit) {
+    if (atomic_load_explicit(&ch->queued, memory_order_acquire) == 0) return NULL;
+    pthread_mutex_lock(&ch->mu);
+    sl_nbuf_t *b = ch->full_head;
+    if (b && (has_credit || b->priority)) {
+        ch->full_head = b->next;
+        if (!ch->full_head) ch->full_tail = NULL;
+        b->next = NULL;
+        atomic_fetch_sub(&ch->queued, 1);
+    } else {
+        b = NULL;
+    }
+    pthread_mutex_unlock(&ch->mu);
+    return b;
+}
+
+sl_nbuf_t *sl_channel_try_acquire(sl_channel_t *ch, uint32_t need) {
+    pthread_mutex_lock(&ch->mu);
+    sl_nbuf_t *b = ch->canceled ? NULL : ch->free_list;
+    if (b) {
+        ch->free_list = b->next;
+        b->next = NULL;
+    }
+    pthread_mutex_unlock(&ch->mu);
+    if (b) {
+        b->len = 0;
+        if (need > b->cap) {
+            b->data = sl_realloc(b->data, need);
+            b->cap = need;
+        }
+    }
+    return b;
+}
+
+void sl_channel_send_inband(sl_channel_t *ch, const void *data, uint32_t len) {
+    sl_nbuf_t *e = sl_calloc(1, sizeof *e);
+    e->data = sl_malloc(len ? len : 1);
+    memcpy(e->data, data, len);
+    e->len = e->cap = len;
+    e->priority = true;
+    sl_channel_send(ch, e);
 }

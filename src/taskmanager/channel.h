@@ -64,6 +64,15 @@ typedef struct sl_channel {
     /* metrics */
     atomic_llong backpressured_ns;
     atomic_llong bytes;
+    /* Optional notifications for a consumer or producer that is not a task
+     * (the network data plane), NULL by default (one untaken branch).  Both
+     * run with `mu` held, on the thread that sent or recycled, so they must
+     * be short and must not call back into the channel; because they run
+     * under `mu`, none is running or will run once sl_channel_set_hooks
+     * has replaced them. */
+    void (*on_send)(void *ctx);    /* a buffer or a priority event was queued */
+    void (*on_recycle)(void *ctx); /* a credit buffer went back to the free list */
+    void *hook_ctx;
 } sl_channel_t;
 
 sl_channel_t *sl_channel_new(int nbufs, uint32_t buf_size, sl_waker_t *consumer);
@@ -88,5 +97,22 @@ void sl_channel_recycle(sl_channel_t *ch, sl_nbuf_t *b);
 void sl_channel_cancel(sl_channel_t *ch);
 /* Buffers currently in flight (filled, not yet recycled). */
 int sl_channel_in_flight(sl_channel_t *ch);
+
+/* --- for the network data plane (taskmanager/net), any thread ---------- */
+/* Installs (or, with NULLs, removes) the hooks above under the channel's
+ * lock and returns the number of free buffers at that instant, so that a
+ * remote consumer's initial credit and the recycles it counts afterwards
+ * neither overlap nor leave a gap. */
+int sl_channel_set_hooks(sl_channel_t *ch, void (*on_send)(void *), void (*on_recycle)(void *), void *ctx);
+/* Consumer: like sl_channel_poll, but takes a data buffer only when
+ * `has_credit`; a priority event at the head is always taken. */
+sl_nbuf_t *sl_channel_poll_credited(sl_channel_t *ch, bool has_credit);
+/* Producer: a free buffer of at least `need` bytes, or NULL at once when
+ * none is free or the channel is canceled (never blocks). */
+sl_nbuf_t *sl_channel_try_acquire(sl_channel_t *ch, uint32_t need);
+/* Producer: queues a copy of one priority event BEHIND every queued buffer
+ * (a remote priority event arrives in order on the receiving side); it
+ * takes no credit and is freed on recycle. */
+void sl_channel_send_inband(sl_channel_t *ch, const void *data, uint32_t len);
 
 #endif

@@ -18,6 +18,7 @@
 #include "common/common.h"
 #include "state/rocksdb_backend.h"
 #include "taskmanager/native_checkpoint.h"
+#include "taskmanager/net/data_plane.h"
 #include "taskmanager/task_int.h"
 
 void sl_chain_out_init(sl_chain_out_t *co, sl_task_t *t, int ntags);
@@ -42,8 +43,17 @@ struct sl_deployment {
     int nlocal;
     sl_channel_t **channels;
     int nchannels, channels_cap;
+    /* channels to and from other TaskManagers */
+    sl_data_plane_t *dp;
+    struct remote { uint64_t id; sl_channel_t *ch; bool output; } *remote;
+    int nremote;
+    int *peer_of_task;              /* per task index: index into peers, -1 here */
+    int (*gate_count)[2];           /* per task index, per input: channels wired so far */
+    const sl_msg_deploy_t *deploy;  /* during sl_deployment_new only */
     pthread_mutex_t mu;
     bool failed, canceled;
+    int pending_rc;                 /* a deployment-level failure (a remote channel) not yet reported */
+    char *pending_why;
     /* checkpoint storage (when a directory is set): state files are
      * written here, by this process */
     sl_ckpt_storage_t *storage;
@@ -66,7 +76,7 @@ static sl_channel_t *new_channel(sl_deployment_t *dep, sl_task_t *consumer) {
         dep->channels = sl_realloc(dep->channels, (size_t)dep->channels_cap * sizeof *dep->channels);
     }
     sl_channel_t *ch = sl_channel_new(dep->plan->cfg.buffers_per_channel, (uint32_t)dep->plan->cfg.buffer_size,
-                                      &consumer->waker);
+                                      consumer ? &consumer->waker : NULL); /* NULL: the data plane consumes */
     dep->channels[dep->nchannels++] = ch;
     return ch;
 }
@@ -195,8 +205,50 @@ void sl_deployment_task_failed(sl_deployment_t *dep, sl_task_t *t) {
 
 void sl_deployment_task_done(sl_deployment_t *dep, sl_task_t *t) {
     /* Only a task that ran to its end acknowledges later checkpoints
-     * implicitly; a cancelled one has no state to speak for. */
+     * implicitly; a cancelled one has no state to speak for.  A task
+     * cancelled because a remote channel failed carries that failure. */
+    pthread_mutex_lock(&dep->mu);
+    if (!t->finished && dep->pending_why) {
+        t->rc = dep->pending_rc;
+        snprintf(t->err, sizeof t->err, "%s: %s", t->name, dep->pending_why);
+        sl_free(dep->pending_why);
+        dep->pending_why = NULL;
+        report_end(dep, t, SL_TASK_FAILED);
+        pthread_mutex_unlock(&dep->mu);
+        return;
+    }
+    pthread_mutex_unlock(&dep->mu);
     report_end(dep, t, t->finished ? SL_TASK_FINISHED : SL_TASK_CANCELED);
+}
+
+void sl_deployment_fail(sl_deployment_t *dep, int rc, const char *why) {
+    pthread_mutex_lock(&dep->mu);
+    if (!dep->failed && !dep->canceled) {
+        dep->failed = true;
+        dep->pending_rc = rc;
+        dep->pending_why = sl_strdup(why);
+        cancel_all_locked(dep);
+    }
+    pthread_mutex_unlock(&dep->mu);
+}
+
+bool sl_deployment_has_channel(const sl_deployment_t *dep, uint64_t id) {
+    for (int i = 0; i < dep->nremote; i++)
+        if (dep->remote[i].id == id) return true;
+    return false;
+}
+
+/* The id of the channel from subtask i of edge e's source to subtask j of
+ * its destination: the same on both TaskManagers. */
+static uint64_t channel_id(const sl_deployment_t *dep, int e, int i, int j) {
+    char key[400];
+    int n = snprintf(key, sizeof key, "%s/%d/%d/%d/%d", dep->job_id, dep->attempt, e, i, j);
+    return sl_hash_bytes(key, (size_t)n);
+}
+
+static void add_remote(sl_deployment_t *dep, uint64_t id, sl_channel_t *ch, bool output) {
+    dep->remote = sl_realloc(dep->remote, (size_t)(dep->nremote + 1) * sizeof *dep->remote);
+    dep->remote[dep->nremote++] = (struct remote){id, ch, output};
 }
 
 static void snap_free(sl_ckpt_task_snap_t *snap) {
@@ -707,39 +759,67 @@ static int wire(sl_deployment_t *dep, char *err, size_t errlen) {
         sl_plan_part_t part = (sl_plan_part_t)ed->part;
         bool pointwise = part == SL_PLAN_FORWARD || part == SL_PLAN_RESCALE;
         sl_channel_t **row = sl_calloc((size_t)pd, sizeof *row);
+        sl_rw_dst_t *dst = sl_calloc((size_t)pd, sizeof *dst);
         for (int i = 0; i < ps; i++) {
             sl_task_t *st = &dep->tasks[vs][i];
             int n = 0;
             for (int j = 0; j < pd; j++) {
                 if (pointwise && !pointwise_connected(i, ps, j, pd)) continue;
                 sl_task_t *dt = &dep->tasks[vd][j];
+                /* the channel's index in its consumer's gate: counted on every
+                 * TaskManager alike, whichever end is local */
+                int *count = &dep->gate_count[plan->first_task[vd] + j][ed->dst_input];
+                int idx = (*count)++;
                 if (!st->dep && !dt->dep) continue;
-                if (!st->dep || !dt->dep) {
-                    sl_free(row);
-                    return sl_errf(err, errlen, SL_EINVAL,
-                                   "deployment of job '%s': the channel from %s (%d/%d) to %s (%d/%d) crosses "
-                                   "TaskManagers, and this TaskManager has no data plane to other processes",
-                                   dep->job_id, plan->vertices[vs].name, i + 1, ps, plan->vertices[vd].name, j + 1,
-                                   pd);
+                sl_channel_t *ch = NULL;
+                if (st->dep && dt->dep) {
+                    ch = new_channel(dep, dt);
+                    sl_gate_add_channel(&dt->gates[ed->dst_input], ch);
+                } else {
+                    int remote_task = st->dep ? plan->first_task[vd] + j : plan->first_task[vs] + i;
+                    int peer = dep->peer_of_task[remote_task];
+                    if (!dep->dp || peer < 0 || peer >= dep->deploy->npeers) {
+                        sl_free(row);
+                        sl_free(dst);
+                        return sl_errf(err, errlen, SL_EINVAL,
+                                       "deployment of job '%s': the channel from %s (%d/%d) to %s (%d/%d) crosses "
+                                       "TaskManagers, and %s",
+                                       dep->job_id, plan->vertices[vs].name, i + 1, ps, plan->vertices[vd].name, j + 1,
+                                       pd, dep->dp ? "the other one's data port is not known" :
+                                                     "this TaskManager has no data plane to other processes");
+                    }
+                    uint64_t id = channel_id(dep, e, i, j);
+                    int rc;
+                    if (st->dep) { /* we produce, the data plane consumes */
+                        ch = new_channel(dep, NULL);
+                        rc = sl_data_plane_add_output(dep->dp, id, ch);
+                        if (rc < 0) sl_errf(err, errlen, rc, "channel %016llx is registered twice", (unsigned long long)id);
+                    } else { /* the data plane produces, we consume */
+                        ch = new_channel(dep, dt);
+                        sl_gate_add_channel(&dt->gates[ed->dst_input], ch);
+                        const sl_msg_peer_t *pe = &dep->deploy->peers[peer];
+                        rc = sl_data_plane_add_input(dep->dp, id, pe->host, pe->data_port, ch, err, errlen);
+                    }
+                    add_remote(dep, id, ch, st->dep != NULL);
+                    if (rc < 0) {
+                        sl_free(row);
+                        sl_free(dst);
+                        return rc;
+                    }
                 }
-                sl_channel_t *ch = new_channel(dep, dt);
-                sl_gate_add_channel(&dt->gates[ed->dst_input], ch);
-                row[n++] = ch;
+                if (st->dep) {
+                    dst[n] = (sl_rw_dst_t){vd, j, ed->dst_input, idx};
+                    row[n++] = ch;
+                }
             }
             if (!st->dep) continue;
             sl_record_writer_t *w =
                 sl_record_writer_new(part, dep->code->edge_key[e], plan->cfg.max_parallelism, row, n, i);
-            for (int j = 0, c = 0; j < pd; j++) { /* where each channel leads, for in-flight data */
-                if (pointwise && !pointwise_connected(i, ps, j, pd)) continue;
-                sl_input_gate_t *dg = &dep->tasks[vd][j].gates[ed->dst_input];
-                int idx = -1;
-                for (int q = 0; q < dg->nch; q++)
-                    if (dg->ch[q] == row[c]) idx = q;
-                w->dst[c++] = (sl_rw_dst_t){vd, j, ed->dst_input, idx};
-            }
+            for (int c = 0; c < n; c++) w->dst[c] = dst[c]; /* where each channel leads, for in-flight data */
             add_writer(st, &st->outs[ks], ed->tag, w);
         }
         sl_free(row);
+        sl_free(dst);
     }
     for (int i = 0; i < dep->nlocal; i++) {
         sl_task_t *t = dep->local[i];
@@ -758,10 +838,20 @@ static int wire(sl_deployment_t *dep, char *err, size_t errlen) {
     return 0;
 }
 
-int sl_deployment_new(const sl_plan_t *plan, const sl_job_code_t *code, const sl_msg_deploy_t *d, sl_dep_send_fn send,
-                      void *send_ctx, sl_deployment_t **out, char *err, size_t errlen) {
+int sl_deployment_new(const sl_plan_t *plan, const sl_job_code_t *code, const sl_msg_deploy_t *d,
+                      sl_data_plane_t *dp, sl_dep_send_fn send, void *send_ctx, sl_deployment_t **out, char *err,
+                      size_t errlen) {
     *out = NULL;
     sl_deployment_t *dep = sl_calloc(1, sizeof *dep);
+    dep->dp = dp;
+    dep->deploy = d;
+    int nt = plan->ntasks ? plan->ntasks : 1;
+    dep->peer_of_task = sl_calloc((size_t)nt, sizeof *dep->peer_of_task);
+    for (int i = 0; i < plan->ntasks; i++) dep->peer_of_task[i] = -2; /* not placed */
+    for (int i = 0; i < d->nplacements; i++)
+        if (d->placements[i].task.index >= 0 && d->placements[i].task.index < plan->ntasks)
+            dep->peer_of_task[d->placements[i].task.index] = d->placements[i].peer;
+    dep->gate_count = sl_calloc((size_t)nt, sizeof *dep->gate_count);
     dep->plan = plan;
     dep->code = code;
     dep->job_id = sl_strdup(d->job_id);
@@ -830,6 +920,7 @@ int sl_deployment_new(const sl_plan_t *plan, const sl_job_code_t *code, const sl
         rc = sink->ops->recover(sink->ctx, restored, serr, sizeof serr);
         if (rc < 0) sl_errf(err, errlen, rc, "sink '%s': recovery failed: %s", n->name, serr);
     }
+    dep->deploy = NULL;
     if (rc < 0) {
         sl_deployment_destroy(dep);
         return rc;
@@ -869,6 +960,18 @@ void sl_deployment_join(sl_deployment_t *dep) {
             pthread_join(dep->local[i]->thread, NULL);
             dep->local[i]->started = false;
         }
+    /* remote outputs of tasks that finished: let the data plane write what
+     * is queued (up to 10 s; a failed channel is cancelled and drains at once) */
+    int64_t deadline = sl_mono_ns() + 10 * 1000000000LL;
+    for (int i = 0; i < dep->nremote; i++) {
+        if (!dep->remote[i].output || dep->canceled || dep->failed) continue;
+        while (sl_channel_in_flight(dep->remote[i].ch) > 0 && !dep->remote[i].ch->canceled && sl_mono_ns() < deadline) {
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    for (int i = 0; dep->dp && i < dep->nremote; i++) sl_data_plane_remove(dep->dp, dep->remote[i].id);
+    dep->nremote = 0;
     if (dep->writer_started) {
         pthread_mutex_lock(&dep->ckpt_mu);
         dep->writer_stop = true;
@@ -940,6 +1043,10 @@ void sl_deployment_destroy(sl_deployment_t *dep) {
     pthread_mutex_destroy(&dep->mu);
     sl_ckpt_metadata_free(dep->restore_md);
     sl_free(dep->restore_path);
+    sl_free(dep->remote);
+    sl_free(dep->peer_of_task);
+    sl_free(dep->gate_count);
+    sl_free(dep->pending_why);
     sl_free(dep->job_id);
     if (dep->rdb_cache) sl_rocksdb_cache_free(dep->rdb_cache);
     sl_free(dep);

@@ -34,16 +34,26 @@
 #include "protocol/messages.h"
 
 typedef struct sl_deployment sl_deployment_t;
+typedef struct sl_data_plane sl_data_plane_t;
 
 /* Takes ownership of m. */
 typedef void (*sl_dep_send_fn)(void *ctx, sl_msg_t *m);
 
 /* Builds the subtasks d->tasks of the plan (restoring state when
  * d->restore_path is set) and settles what two-phase-commit sinks left
- * behind.  plan and code must outlive the deployment.  0, or an error with
- * the message in err (nothing was started). */
-int sl_deployment_new(const sl_plan_t *plan, const sl_job_code_t *code, const sl_msg_deploy_t *d, sl_dep_send_fn send,
-                      void *send_ctx, sl_deployment_t **out, char *err, size_t errlen);
+ * behind.  A channel to or from a subtask that another TaskManager runs
+ * (d->placements, d->peers) goes through the data plane dp; without one
+ * (embedded mode) such a deployment is refused.  plan and code must
+ * outlive the deployment.  0, or an error with the message in err
+ * (nothing was started). */
+int sl_deployment_new(const sl_plan_t *plan, const sl_job_code_t *code, const sl_msg_deploy_t *d,
+                      sl_data_plane_t *dp, sl_dep_send_fn send, void *send_ctx, sl_deployment_t **out, char *err,
+                      size_t errlen);
+/* A remote channel of this deployment failed (the data plane said why):
+ * the deployment fails with that message.  Any thread. */
+void sl_deployment_fail(sl_deployment_t *dep, int rc, const char *why);
+/* Whether channel id is one of this deployment's remote channels. */
+bool sl_deployment_has_channel(const sl_deployment_t *dep, uint64_t id);
 /* Starts every task's thread and the snapshot writer. */
 int sl_deployment_start(sl_deployment_t *dep, char *err, size_t errlen);
 /* Blocks until every task has ended, then stops the writer (snapshots not

@@ -71,10 +71,23 @@ static void deploy(sl_taskmanager_t *tm, const sl_msg_deploy_t *d) {
                      (unsigned long long)d->plan_fingerprint);
     }
     sl_deployment_t *dep = NULL;
-    if (rc == 0) rc = sl_deployment_new(plan, code, d, tm->cfg.send, tm->cfg.send_ctx, &dep, err, sizeof err);
+    if (rc == 0)
+        rc = sl_deployment_new(plan, code, d, tm->cfg.dp, tm->cfg.send, tm->cfg.send_ctx, &dep, err, sizeof err);
     if (rc < 0) {
         refuse(tm, d, rc, err);
         return;
+    }
+    if (tm->cfg.dp) { /* a cluster TaskManager says what it runs */
+        char what[2048];
+        size_t k = 0;
+        what[0] = 0;
+        for (int t = 0; t < d->ntasks && k < sizeof what; t++) {
+            const sl_plan_vertex_t *v = &plan->vertices[d->tasks[t].vertex];
+            k += (size_t)snprintf(what + k, sizeof what - k, "%s%s (%d/%d)", t ? ", " : "", v->name,
+                                  d->tasks[t].subtask + 1, v->parallelism);
+        }
+        fprintf(stderr, "sluice taskmanager %s: deploying job '%s' attempt %d%s: %s\n", tm->id, d->job_id, d->attempt,
+                d->restore_path[0] ? " from its checkpoint" : "", what);
     }
     tm->deps = sl_realloc(tm->deps, (size_t)(tm->ndeps + 1) * sizeof *tm->deps);
     tm->deps[tm->ndeps++] = dep;
@@ -102,6 +115,16 @@ void sl_tm_handle(sl_taskmanager_t *tm, sl_msg_t *m) {
         break;
     }
     sl_msg_destroy(m);
+}
+
+void sl_tm_cancel_all(sl_taskmanager_t *tm, const char *why) {
+    if (tm->ndeps) fprintf(stderr, "sluice: TaskManager %s cancels its tasks: %s\n", tm->id, why);
+    for (int i = 0; i < tm->ndeps; i++) sl_deployment_cancel(tm->deps[i]);
+}
+
+void sl_tm_channel_failed(sl_taskmanager_t *tm, uint64_t id, const char *why) {
+    for (int i = 0; i < tm->ndeps; i++)
+        if (sl_deployment_has_channel(tm->deps[i], id)) sl_deployment_fail(tm->deps[i], SL_EIO, why);
 }
 
 void sl_tm_destroy(sl_taskmanager_t *tm) {

@@ -32,11 +32,20 @@ typedef struct sl_tm_config {
     int (*resolve)(void *ctx, const sl_msg_deploy_t *d, const sl_plan_t **plan, const sl_job_code_t **code, char *err,
                    size_t errlen);
     void *resolve_ctx;
+    /* the data plane for channels to other TaskManagers (NULL in embedded mode) */
+    struct sl_data_plane *dp;
 } sl_tm_config_t;
 
 sl_taskmanager_t *sl_tm_new(const sl_tm_config_t *cfg);
 /* A message from the JobManager (ownership passes). */
 void sl_tm_handle(sl_taskmanager_t *tm, sl_msg_t *m);
+/* The JobManager is gone: every deployment is cancelled (Flink's
+ * TaskExecutor fails its tasks when it loses its JobManager).  On the
+ * thread that calls sl_tm_handle. */
+void sl_tm_cancel_all(sl_taskmanager_t *tm, const char *why);
+/* Remote channel id failed: the deployment that has it fails with the
+ * message.  On the thread that calls sl_tm_handle. */
+void sl_tm_channel_failed(sl_taskmanager_t *tm, uint64_t id, const char *why);
 /* Cancels and joins every deployment, then frees. */
 void sl_tm_destroy(sl_taskmanager_t *tm);
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "card_windows.h"
 #include "sluice/sluice.h"
 
 static int copy_row(void *ctx, const sl_record_t *in, sl_row_writer_t *out) {
@@ -17,32 +18,7 @@ static int copy_row(void *ctx, const sl_record_t *in, sl_row_writer_t *out) {
     return 0;
 }
 
-/* --window: count and sum (in cents) per card and 1-minute window */
-typedef struct acc {
-    int64_t n, cents;
-} acc_t;
-static void a_init(void *c, void *a) { memset(a, 0, sizeof(acc_t)); }
-static int a_add(void *c, void *a, const sl_record_t *in) {
-    acc_t *x = a;
-    x->n++;
-    x->cents += (int64_t)(sl_row_f64(&in->row, 1) * 100 + 0.5);
-    return 0;
-}
-static void a_merge(void *c, void *a, const void *b) {
-    ((acc_t *)a)->n += ((const acc_t *)b)->n;
-    ((acc_t *)a)->cents += ((const acc_t *)b)->cents;
-}
-static int a_result(void *c, const void *a, const uint8_t *key, uint32_t kl, const sl_window_t *w, sl_row_writer_t *o) {
-    const acc_t *x = a;
-    int64_t card;
-    memcpy(&card, key, 8);
-    sl_rw_set_i64(o, 0, card);
-    sl_rw_set_i64(o, 1, w->start);
-    sl_rw_set_i64(o, 2, x->n);
-    sl_rw_set_i64(o, 3, x->cents);
-    return 0;
-}
-
+/* --window: count and sum per card and 1-minute window (card_windows.h) */
 int main(int argc, char **argv) {
     if (argc < 4) {
         fprintf(stderr, "usage: eo_job OUT_DIR CKPT_DIR EVENTS [--restore]\n");
@@ -78,27 +54,19 @@ int main(int argc, char **argv) {
         }
         if (any) fprintf(stderr, "eo_job: restored\n");
     }
-    sl_datagen_opts_t g = sl_datagen_defaults();
-    g.seed = 7;
-    g.count = n;
-    g.splits = 4;
-    g.rate = 200000;
-    if (window) {
-        g.cards = 500;
-        g.late_fraction = 0;     /* no late events: results do not depend on timing */
-        g.max_disorder_ms = 2000; /* < the 5 s bound */
-        g.ts_step_ms = 2;
+    sl_datagen_opts_t g = cw_generator(n, 200000);
+    if (!window) { /* the plain job: the generator's defaults for cards and disorder */
+        sl_datagen_opts_t d = sl_datagen_defaults();
+        g.cards = d.cards;
+        g.late_fraction = d.late_fraction;
+        g.max_disorder_ms = d.max_disorder_ms;
+        g.ts_step_ms = d.ts_step_ms;
     }
     sl_stream_t *s = sl_uid(sl_from_source(env, sl_datagen_source(g), window ? sl_wm_bounded("ts", 5000) : sl_wm_none(),
                                            "gen"),
                             "gen");
     if (window) {
-        sl_aggregate_fn_t agg = {.acc_size = sizeof(acc_t), .init = a_init, .add = a_add, .merge = a_merge,
-                                 .result = a_result};
-        s = sl_window_aggregate(sl_window(sl_key_by(s, "card_id"), sl_tumbling_event_time(60000, 0)), agg,
-                                sl_schema_parse("card BIGINT NOT NULL, start BIGINT NOT NULL, n BIGINT NOT NULL, "
-                                                "cents BIGINT NOT NULL",
-                                                NULL, 0));
+        s = cw_windows(s);
         sl_uid(s, "windows");
     } else {
         s = sl_uid(sl_map(s, copy_row, NULL, sl_datagen_schema()), "copy");

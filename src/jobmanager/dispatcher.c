@@ -1,0 +1,536 @@
+/*
+ * dispatcher.c — the JobManager process (dispatcher.h): TaskManager
+ * registry and heartbeats over the RPC transport, jobs in job masters, the
+ * REST provider.
+ */
+#include "jobmanager/dispatcher.h"
+
+#include <openssl/rand.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "jobmanager/job_master.h"
+#include "jobmanager/rest.h"
+#include "protocol/messages.h"
+#include "protocol/rpc.h"
+
+#define MAX_TMS 256
+#define MAX_JOBS 1024
+
+typedef struct dtm {
+    sl_dispatcher_t *d;
+    char id[128], host[256];
+    int data_port, slots;
+    int64_t pid;
+    sl_rpc_conn_t *conn;         /* NULL once lost */
+    bool alive;
+    int64_t last_hb_ms;
+    int64_t registered_ms;
+} dtm_t;
+
+typedef struct djob {
+    sl_dispatcher_t *d;
+    char id[33];                 /* Flink's JobID */
+    sl_job_master_t *jm;
+    pthread_t thread;
+    bool done;
+    sl_job_result_t res;
+    int64_t start_ms, end_ms;
+} djob_t;
+
+struct sl_dispatcher {
+    sl_dispatcher_config_t cfg;
+    char *secret;
+    sl_rpc_t *rpc;
+    sl_rest_t *rest;
+    sl_rpc_timer_t *timer;
+    pthread_mutex_t mu;
+    dtm_t *tms[MAX_TMS];         /* never freed before the dispatcher: job masters hold them as gateways */
+    int ntms;
+    djob_t *jobs[MAX_JOBS];
+    int njobs;
+    int64_t hb_seq, last_hb_sent_ms;
+};
+
+static int64_t now_ms(void) { return sl_mono_ns() / 1000000; }
+
+/* ---- sending to a TaskManager ---- */
+
+static void send_msg(sl_rpc_conn_t *conn, sl_msg_t *m) {
+    sl_buf_t b = {0};
+    char err[256];
+    if (conn && sl_msg_encode(m, &b, err, sizeof err) == 0) sl_rpc_send(conn, b.p, b.len);
+    sl_buf_free(&b);
+    sl_msg_destroy(m);
+}
+
+/* A job master's gateway to a TaskManager (any thread). */
+static void gw_send(void *ctx, sl_msg_t *m) {
+    dtm_t *t = ctx;
+    pthread_mutex_lock(&t->d->mu);
+    sl_rpc_conn_t *conn = t->alive ? t->conn : NULL;
+    if (conn) sl_rpc_conn_retain(conn);
+    pthread_mutex_unlock(&t->d->mu);
+    send_msg(conn, m);
+    if (conn) sl_rpc_conn_release(conn);
+}
+
+static int list_tms(void *ctx, sl_jm_taskmanager_t *out, int cap) {
+    sl_dispatcher_t *d = ctx;
+    pthread_mutex_lock(&d->mu);
+    int n = 0;
+    for (int i = 0; i < d->ntms && n < cap; i++) {
+        dtm_t *t = d->tms[i];
+        if (!t->alive) continue;
+        out[n++] = (sl_jm_taskmanager_t){.id = t->id,
+                                         .slots = t->slots,
+                                         .send = gw_send,
+                                         .ctx = t,
+                                         .host = t->host,
+                                         .data_port = t->data_port};
+    }
+    pthread_mutex_unlock(&d->mu);
+    return n;
+}
+
+/* ---- TaskManagers ---- */
+
+/* t is gone: every running job hears of it (mu not held). */
+static void lost(sl_dispatcher_t *d, dtm_t *t, const char *why) {
+    pthread_mutex_lock(&d->mu);
+    if (!t->alive) {
+        pthread_mutex_unlock(&d->mu);
+        return;
+    }
+    t->alive = false;
+    sl_rpc_conn_t *conn = t->conn;
+    t->conn = NULL;
+    sl_job_master_t *jms[MAX_JOBS];
+    int n = 0;
+    for (int i = 0; i < d->njobs; i++)
+        if (!d->jobs[i]->done) jms[n++] = d->jobs[i]->jm;
+    pthread_mutex_unlock(&d->mu);
+    fprintf(stderr, "sluice jobmanager: %s\n", why);
+    if (conn) {
+        sl_rpc_close(conn, why);
+        sl_rpc_conn_release(conn);
+    }
+    for (int i = 0; i < n; i++) sl_jm_taskmanager_lost(jms[i], t->id, why);
+}
+
+static dtm_t *tm_by_conn(sl_dispatcher_t *d, sl_rpc_conn_t *conn) {
+    for (int i = 0; i < d->ntms; i++)
+        if (d->tms[i]->alive && d->tms[i]->conn == conn) return d->tms[i];
+    return NULL;
+}
+
+static void on_register(sl_dispatcher_t *d, sl_rpc_conn_t *conn, const sl_msg_register_t *r) {
+    sl_msg_t *reply = sl_msg_new(SL_MSG_REGISTERED);
+    reply->u.registered.jm_id = sl_strdup("jobmanager");
+    pthread_mutex_lock(&d->mu);
+    dtm_t *t = NULL;
+    for (int i = 0; i < d->ntms; i++)
+        if (!strcmp(d->tms[i]->id, r->tm_id)) t = d->tms[i];
+    char reason[400] = "";
+    if (t && t->alive && t->conn != conn)
+        snprintf(reason, sizeof reason, "TaskManager id '%s' is registered already (from %s)", r->tm_id, t->host);
+    else if (!t && d->ntms == MAX_TMS)
+        snprintf(reason, sizeof reason, "too many TaskManagers (%d)", MAX_TMS);
+    else if (r->slots < 1 || r->data_port < 1)
+        snprintf(reason, sizeof reason, "a TaskManager needs at least one slot and a data port");
+    if (!reason[0]) {
+        if (!t) {
+            t = sl_calloc(1, sizeof *t);
+            t->d = d;
+            snprintf(t->id, sizeof t->id, "%s", r->tm_id);
+            d->tms[d->ntms++] = t;
+        }
+        snprintf(t->host, sizeof t->host, "%s", r->host);
+        t->data_port = r->data_port;
+        t->slots = r->slots;
+        t->pid = r->pid;
+        if (t->conn != conn) {
+            sl_rpc_conn_retain(conn);
+            if (t->conn) sl_rpc_conn_release(t->conn);
+            t->conn = conn;
+        }
+        t->alive = true;
+        t->last_hb_ms = t->registered_ms = now_ms();
+    }
+    pthread_mutex_unlock(&d->mu);
+    reply->u.registered.accepted = !reason[0];
+    reply->u.registered.reason = sl_strdup(reason);
+    if (reason[0])
+        fprintf(stderr, "sluice jobmanager: refused TaskManager %s from %s: %s\n", r->tm_id, sl_rpc_conn_peer(conn),
+                reason);
+    else
+        fprintf(stderr, "sluice jobmanager: registered TaskManager %s at %s (data port %d, %d slot%s)\n", r->tm_id,
+                r->host, r->data_port, r->slots, r->slots == 1 ? "" : "s");
+    send_msg(conn, reply);
+}
+
+static sl_job_master_t *job_of(sl_dispatcher_t *d, const char *plan_job_id) {
+    sl_job_master_t *jm = NULL;
+    pthread_mutex_lock(&d->mu);
+    for (int i = 0; i < d->njobs && !jm; i++)
+        if (!d->jobs[i]->done && !strcmp(sl_jm_job_id(d->jobs[i]->jm), plan_job_id)) jm = d->jobs[i]->jm;
+    pthread_mutex_unlock(&d->mu);
+    return jm;
+}
+
+static void rpc_on_open(void *ctx, sl_rpc_conn_t *conn) { (void)ctx, (void)conn; }
+
+static void rpc_on_message(void *ctx, sl_rpc_conn_t *conn, const uint8_t *bytes, size_t len) {
+    sl_dispatcher_t *d = ctx;
+    char where[300], err[1024];
+    snprintf(where, sizeof where, "%s", sl_rpc_conn_peer(conn));
+    sl_msg_t *m = sl_calloc(1, sizeof *m);
+    if (sl_msg_decode(bytes, len, where, m, err, sizeof err) < 0) {
+        fprintf(stderr, "sluice jobmanager: refused: %s; closing the connection\n", err);
+        sl_msg_destroy(m);
+        sl_rpc_close(conn, "bad control message");
+        return;
+    }
+    const char *job = NULL;
+    switch (m->type) {
+    case SL_MSG_REGISTER: on_register(d, conn, &m->u.reg); break;
+    case SL_MSG_HEARTBEAT: {
+        pthread_mutex_lock(&d->mu);
+        dtm_t *t = tm_by_conn(d, conn);
+        if (t) t->last_hb_ms = now_ms();
+        pthread_mutex_unlock(&d->mu);
+        break;
+    }
+    case SL_MSG_TASK_STATE: job = m->u.task_state.job_id; break;
+    case SL_MSG_ACK: job = m->u.ack.job_id; break;
+    case SL_MSG_DECLINE: job = m->u.decline.job_id; break;
+    default:
+        fprintf(stderr, "sluice jobmanager: ignored a %s message from %s\n", sl_msg_type_name(m->type), where);
+        break;
+    }
+    if (job) {
+        pthread_mutex_lock(&d->mu);
+        bool known = tm_by_conn(d, conn) != NULL;
+        pthread_mutex_unlock(&d->mu);
+        sl_job_master_t *jm = known ? job_of(d, job) : NULL;
+        if (jm) {
+            sl_jm_handle(jm, m); /* takes m */
+            return;
+        }
+    }
+    sl_msg_destroy(m);
+}
+
+static void rpc_on_closed(void *ctx, sl_rpc_conn_t *conn, const char *why) {
+    sl_dispatcher_t *d = ctx;
+    pthread_mutex_lock(&d->mu);
+    dtm_t *t = tm_by_conn(d, conn);
+    pthread_mutex_unlock(&d->mu);
+    if (t) {
+        char msg[800];
+        snprintf(msg, sizeof msg, "lost TaskManager %s at %s: its connection failed (%s)", t->id,
+                 sl_rpc_conn_peer(conn), why);
+        lost(d, t, msg);
+    }
+    sl_rpc_conn_release(conn);
+}
+
+/* Every 100 ms on the loop thread: heartbeats out every interval, and
+ * TaskManagers silent for longer than the timeout declared lost. */
+static void on_tick(void *ctx) {
+    sl_dispatcher_t *d = ctx;
+    int64_t now = now_ms();
+    bool send = now - d->last_hb_sent_ms >= d->cfg.heartbeat_interval_ms;
+    if (send) d->last_hb_sent_ms = now;
+    dtm_t *late[MAX_TMS];
+    int nlate = 0;
+    pthread_mutex_lock(&d->mu);
+    for (int i = 0; i < d->ntms; i++) {
+        dtm_t *t = d->tms[i];
+        if (!t->alive) continue;
+        if (now - t->last_hb_ms > d->cfg.heartbeat_timeout_ms) {
+            late[nlate++] = t;
+            continue;
+        }
+        if (send) {
+            sl_msg_t *m = sl_msg_new(SL_MSG_HEARTBEAT);
+            m->u.heartbeat.sender = sl_strdup("jobmanager");
+            m->u.heartbeat.seq = ++d->hb_seq;
+            send_msg(t->conn, m);
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    for (int i = 0; i < nlate; i++) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "lost TaskManager %s at %s: no heartbeat for %lld ms (heartbeat.timeout %lld ms)",
+                 late[i]->id, late[i]->host, (long long)(now - late[i]->last_hb_ms),
+                 (long long)d->cfg.heartbeat_timeout_ms);
+        lost(d, late[i], msg);
+    }
+}
+
+/* ---- jobs ---- */
+
+static void *job_main(void *arg) {
+    djob_t *j = arg;
+    sl_jm_run(j->jm, &j->res);
+    pthread_mutex_lock(&j->d->mu);
+    j->done = true;
+    j->end_ms = sl_wall_ms();
+    pthread_mutex_unlock(&j->d->mu);
+    fprintf(stderr, "sluice jobmanager: job %s (%s) %s%s%s\n", j->id, sl_jm_job_name(j->jm),
+            sl_jm_status(j->jm, NULL), j->res.rc < 0 ? ": " : "", j->res.rc < 0 ? j->res.err : "");
+    return NULL;
+}
+
+int sl_dispatcher_submit(sl_dispatcher_t *d, const char *artifact, int nargs, char **args, const char *restore_path,
+                         char *job_id, size_t idcap, char *err, size_t errlen) {
+    sl_plan_t *plan = NULL;
+    int rc = d->cfg.compile(d->cfg.compile_ctx, artifact, nargs, args, &plan, err, errlen);
+    if (rc < 0) return rc;
+    if (job_of(d, plan->job_id)) {
+        rc = sl_errf(err, errlen, SL_ESTATE, "a job named '%s' is running already", plan->job_name);
+        sl_plan_free(plan);
+        sl_free(plan);
+        return rc;
+    }
+    djob_t *j = sl_calloc(1, sizeof *j);
+    j->d = d;
+    uint8_t rnd[16];
+    RAND_bytes(rnd, sizeof rnd);
+    for (int i = 0; i < 16; i++) snprintf(j->id + 2 * i, 3, "%02x", rnd[i]);
+    sl_jm_config_t jc = {.artifact = artifact,
+                         .nargs = nargs,
+                         .args = args,
+                         .restore_path = restore_path,
+                         .list_taskmanagers = list_tms,
+                         .list_ctx = d,
+                         .slot_request_timeout_ms = d->cfg.slot_request_timeout_ms,
+                         .evenly_spread_out_slots = d->cfg.evenly_spread_out_slots};
+    rc = sl_jm_new(plan, &jc, &j->jm, err, errlen);
+    sl_plan_free(plan);
+    sl_free(plan);
+    if (rc < 0) {
+        sl_free(j);
+        return rc;
+    }
+    j->start_ms = sl_wall_ms();
+    j->end_ms = -1;
+    pthread_mutex_lock(&d->mu);
+    if (d->njobs == MAX_JOBS) {
+        pthread_mutex_unlock(&d->mu);
+        sl_jm_destroy(j->jm);
+        sl_free(j);
+        return sl_errf(err, errlen, SL_ESTATE, "too many jobs (%d)", MAX_JOBS);
+    }
+    d->jobs[d->njobs++] = j;
+    pthread_mutex_unlock(&d->mu);
+    if (pthread_create(&j->thread, NULL, job_main, j) != 0) abort();
+    snprintf(job_id, idcap, "%s", j->id);
+    fprintf(stderr, "sluice jobmanager: job %s (%s) submitted: %s\n", j->id, sl_jm_job_name(j->jm), artifact);
+    return 0;
+}
+
+static djob_t *job_by_id(sl_dispatcher_t *d, const char *id) {
+    for (int i = 0; i < d->njobs; i++)
+        if (!strcmp(d->jobs[i]->id, id)) return d->jobs[i];
+    return NULL;
+}
+
+/* ---- REST provider (libmicrohttpd's thread) ---- */
+
+static void fill_job(djob_t *j, sl_rest_job_t *o, bool vertices) {
+    memset(o, 0, sizeof *o);
+    snprintf(o->id, sizeof o->id, "%s", j->id);
+    snprintf(o->name, sizeof o->name, "%s", sl_jm_job_name(j->jm));
+    const char *st = sl_jm_status(j->jm, NULL);
+    snprintf(o->state, sizeof o->state, "%s", st);
+    o->start_time = j->start_ms;
+    o->end_time = j->done ? j->end_ms : -1;
+    o->duration = -1;
+    const sl_plan_t *p = sl_jm_plan(j->jm);
+    o->tasks_total = p->ntasks;
+    o->tasks_running = !strcmp(st, "RUNNING") ? p->ntasks : 0;
+    o->max_parallelism = p->cfg.max_parallelism;
+    if (!vertices) return;
+    o->vertices = calloc((size_t)(p->nvertices ? p->nvertices : 1), sizeof *o->vertices);
+    o->nvertices = p->nvertices;
+    for (int v = 0; v < p->nvertices; v++) {
+        sl_rest_vertex_t *rv = &o->vertices[v];
+        snprintf(rv->id, sizeof rv->id, "%016llx%016x", (unsigned long long)sl_plan_fingerprint(p), v);
+        snprintf(rv->name, sizeof rv->name, "%s", p->vertices[v].name);
+        rv->parallelism = p->vertices[v].parallelism;
+        rv->max_parallelism = p->cfg.max_parallelism;
+        snprintf(rv->status, sizeof rv->status, "%s",
+                 !strcmp(st, "RESTARTING") ? "CANCELED" : !strcmp(st, "CREATED") ? "CREATED" : st);
+    }
+}
+
+static int rest_overview(void *ud, sl_rest_overview_t *o, char *err, size_t errlen) {
+    sl_dispatcher_t *d = ud;
+    memset(o, 0, sizeof *o);
+    pthread_mutex_lock(&d->mu);
+    for (int i = 0; i < d->ntms; i++)
+        if (d->tms[i]->alive) {
+            o->taskmanagers++;
+            o->slots_total += d->tms[i]->slots;
+        }
+    int used = 0;
+    for (int i = 0; i < d->njobs; i++) {
+        const char *st = sl_jm_status(d->jobs[i]->jm, NULL);
+        if (!d->jobs[i]->done) {
+            o->jobs_running++;
+            used += sl_jm_plan(d->jobs[i]->jm)->ntasks; /* an upper bound: slot sharing packs them */
+        } else if (!strcmp(st, "FINISHED"))
+            o->jobs_finished++;
+        else if (!strcmp(st, "CANCELED"))
+            o->jobs_cancelled++;
+        else
+            o->jobs_failed++;
+    }
+    pthread_mutex_unlock(&d->mu);
+    o->slots_available = o->slots_total > used ? o->slots_total - used : 0;
+    return 0;
+}
+
+static int rest_list_jobs(void *ud, sl_rest_job_t **jobs, int *njobs, char *err, size_t errlen) {
+    sl_dispatcher_t *d = ud;
+    pthread_mutex_lock(&d->mu);
+    *jobs = calloc((size_t)(d->njobs ? d->njobs : 1), sizeof **jobs);
+    *njobs = d->njobs;
+    for (int i = 0; i < d->njobs; i++) fill_job(d->jobs[i], &(*jobs)[i], false);
+    pthread_mutex_unlock(&d->mu);
+    return 0;
+}
+
+static int rest_job_detail(void *ud, const char *id, sl_rest_job_t *out, char *err, size_t errlen) {
+    sl_dispatcher_t *d = ud;
+    pthread_mutex_lock(&d->mu);
+    djob_t *j = job_by_id(d, id);
+    if (j) fill_job(j, out, true);
+    pthread_mutex_unlock(&d->mu);
+    return j ? 0 : sl_errf(err, errlen, SL_ENOTFOUND, "Job %s not found", id);
+}
+
+static int rest_taskmanagers(void *ud, sl_rest_taskmanager_t **tms, int *ntms, char *err, size_t errlen) {
+    sl_dispatcher_t *d = ud;
+    pthread_mutex_lock(&d->mu);
+    *tms = calloc((size_t)(d->ntms ? d->ntms : 1), sizeof **tms);
+    *ntms = 0;
+    int64_t now = now_ms();
+    for (int i = 0; i < d->ntms; i++) {
+        dtm_t *t = d->tms[i];
+        if (!t->alive) continue;
+        sl_rest_taskmanager_t *o = &(*tms)[(*ntms)++];
+        snprintf(o->id, sizeof o->id, "%s", t->id);
+        snprintf(o->path, sizeof o->path, "%s", t->conn ? sl_rpc_conn_peer(t->conn) : t->host);
+        o->data_port = t->data_port;
+        o->slots_number = t->slots;
+        o->free_slots = t->slots;
+        o->time_since_last_heartbeat = now - t->last_hb_ms;
+    }
+    pthread_mutex_unlock(&d->mu);
+    return 0;
+}
+
+static int rest_run(void *ud, const sl_rest_run_t *req, char *job_id, size_t idcap, char *err, size_t errlen) {
+    sl_dispatcher_t *d = ud;
+    char artifact[4200];
+    if (!req->artifact_path) {
+        if (!req->entry_class || !req->entry_class[0])
+            return sl_errf(err, errlen, SL_EINVAL, "a built-in job needs its name in entryClass");
+        snprintf(artifact, sizeof artifact, "builtin:%s", req->entry_class);
+    } else {
+        snprintf(artifact, sizeof artifact, "%s", req->artifact_path);
+    }
+    if (req->parallelism > 0)
+        return sl_errf(err, errlen, SL_EINVAL,
+                       "parallelism %d: a job's parallelism is set by the job itself (sl_env_set_parallelism); "
+                       "pass it as one of the job's arguments",
+                       req->parallelism);
+    return sl_dispatcher_submit(d, artifact, req->nargs, req->args, req->savepoint_path, job_id, idcap, err, errlen);
+}
+
+static int rest_cancel(void *ud, const char *id, char *err, size_t errlen) {
+    sl_dispatcher_t *d = ud;
+    pthread_mutex_lock(&d->mu);
+    djob_t *j = job_by_id(d, id);
+    bool done = j && j->done;
+    pthread_mutex_unlock(&d->mu);
+    if (!j) return sl_errf(err, errlen, SL_ENOTFOUND, "Job %s not found", id);
+    if (done) return sl_errf(err, errlen, SL_ESTATE, "Job %s has ended", id);
+    sl_jm_cancel(j->jm);
+    return 0;
+}
+
+/* ---- life ---- */
+
+int sl_dispatcher_new(const sl_dispatcher_config_t *cfg, sl_dispatcher_t **out, char *err, size_t errlen) {
+    *out = NULL;
+    sl_dispatcher_t *d = sl_calloc(1, sizeof *d);
+    d->cfg = *cfg;
+    d->secret = sl_strdup(cfg->secret ? cfg->secret : "");
+    d->cfg.secret = d->secret;
+    if (d->cfg.heartbeat_interval_ms <= 0) d->cfg.heartbeat_interval_ms = 10000;
+    if (d->cfg.heartbeat_timeout_ms <= 0) d->cfg.heartbeat_timeout_ms = 50000;
+    pthread_mutex_init(&d->mu, NULL);
+    sl_rpc_config_t rc = {.secret = d->secret, .name = "jobmanager"};
+    int r = sl_rpc_new(&rc, &d->rpc, err, errlen);
+    sl_rpc_callbacks_t cbs = {rpc_on_open, rpc_on_message, rpc_on_closed, d};
+    if (r == 0)
+        r = sl_rpc_listen(d->rpc, cfg->rpc_host ? cfg->rpc_host : "127.0.0.1", cfg->rpc_port, &cbs, err, errlen);
+    if (r == 0) {
+        sl_rest_config_t rcfg;
+        sl_rest_config_defaults(&rcfg);
+        rcfg.bind_address = cfg->rest_host;
+        rcfg.port = cfg->rest_port;
+        rcfg.token = cfg->rest_token;
+        rcfg.artifact_dir = cfg->artifact_dir;
+        sl_rest_provider_t p = {.ud = d,
+                                .overview = rest_overview,
+                                .list_jobs = rest_list_jobs,
+                                .job_detail = rest_job_detail,
+                                .taskmanagers = rest_taskmanagers,
+                                .run = rest_run,
+                                .cancel = rest_cancel};
+        r = sl_rest_new(&rcfg, &p, &d->rest, err, errlen);
+    }
+    if (r == 0) {
+        d->timer = sl_rpc_every(d->rpc, 100, on_tick, d);
+        if (!d->timer) r = sl_errf(err, errlen, SL_EIO, "cannot start the heartbeat timer");
+    }
+    if (r < 0) {
+        sl_dispatcher_destroy(d);
+        return r;
+    }
+    *out = d;
+    return 0;
+}
+
+int sl_dispatcher_rpc_port(const sl_dispatcher_t *d) { return sl_rpc_listen_port(d->rpc); }
+int sl_dispatcher_rest_port(const sl_dispatcher_t *d) { return d->rest ? sl_rest_port(d->rest) : -1; }
+
+void sl_dispatcher_destroy(sl_dispatcher_t *d) {
+    if (!d) return;
+    sl_rest_destroy(d->rest); /* no new jobs */
+    pthread_mutex_lock(&d->mu);
+    int n = d->njobs;
+    pthread_mutex_unlock(&d->mu);
+    for (int i = 0; i < n; i++) sl_jm_cancel(d->jobs[i]->jm);
+    for (int i = 0; i < n; i++) pthread_join(d->jobs[i]->thread, NULL);
+    if (d->rpc) sl_rpc_destroy(d->rpc); /* the timer dies with it */
+    for (int i = 0; i < d->njobs; i++) {
+        sl_jm_destroy(d->jobs[i]->jm);
+        sl_job_result_free(&d->jobs[i]->res);
+        sl_free(d->jobs[i]);
+    }
+    for (int i = 0; i < d->ntms; i++) {
+        if (d->tms[i]->conn) sl_rpc_conn_release(d->tms[i]->conn);
+        sl_free(d->tms[i]);
+    }
+    pthread_mutex_destroy(&d->mu);
+    sl_free(d->secret);
+    sl_free(d);
+}

@@ -1,0 +1,57 @@
+/*
+ * dispatcher.h — the JobManager process (Flink's Dispatcher with its
+ * ResourceManager and heartbeat services, in one object): it accepts
+ * TaskManagers on its RPC port (REGISTER, HEARTBEAT), keeps the slots they
+ * offer, runs each submitted job in a job master (job_master.h) over the
+ * live TaskManagers, routes the TaskManagers' messages to their job, and
+ * declares a TaskManager lost when its connection fails or no heartbeat
+ * came for heartbeat.timeout — its subtasks then fail and the job's restart
+ * strategy decides.  The REST API (rest.h) is served from here.
+ *
+ * It never runs user code itself: `compile` (given by the process that
+ * wires it, src/cli/) turns an artifact and its arguments into the plan.
+ *
+ * Threads: the RPC loop thread runs every message and timer; each job runs
+ * on its own thread; the REST server on libmicrohttpd's.  `mu` guards the
+ * TaskManager and job tables.
+ */
+#ifndef SL_DISPATCHER_H
+#define SL_DISPATCHER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plan/plan.h"
+
+typedef struct sl_dispatcher sl_dispatcher_t;
+
+typedef struct sl_dispatcher_config {
+    const char *rpc_host;            /* jobmanager.rpc.address (bind), default 127.0.0.1 */
+    int rpc_port;                    /* jobmanager.rpc.port, 0 = ephemeral */
+    const char *rest_host;           /* rest.bind-address, default 127.0.0.1 */
+    int rest_port;                   /* rest.port, 0 = ephemeral, -1 = 8081 */
+    const char *rest_token;          /* NULL: none */
+    const char *artifact_dir;        /* where uploads are kept */
+    const char *secret;              /* the cluster's shared secret */
+    int64_t heartbeat_interval_ms;   /* heartbeat.interval (10 s) */
+    int64_t heartbeat_timeout_ms;    /* heartbeat.timeout (50 s) */
+    int64_t slot_request_timeout_ms; /* slot.request.timeout (5 min) */
+    bool evenly_spread_out_slots;    /* cluster.evenly-spread-out-slots */
+    /* The plan of an artifact built with its arguments (the JobManager's
+     * side of the job loader).  artifact is "builtin:NAME" or a path. */
+    int (*compile)(void *ctx, const char *artifact, int nargs, char **args, sl_plan_t **plan, char *err,
+                   size_t errlen);
+    void *compile_ctx;
+} sl_dispatcher_config_t;
+
+int sl_dispatcher_new(const sl_dispatcher_config_t *cfg, sl_dispatcher_t **out, char *err, size_t errlen);
+int sl_dispatcher_rpc_port(const sl_dispatcher_t *d);
+int sl_dispatcher_rest_port(const sl_dispatcher_t *d);
+/* Submits a job; its 32-hex id goes to job_id.  Any thread. */
+int sl_dispatcher_submit(sl_dispatcher_t *d, const char *artifact, int nargs, char **args, const char *restore_path,
+                         char *job_id, size_t idcap, char *err, size_t errlen);
+/* Cancels every job, waits for them, stops the servers. */
+void sl_dispatcher_destroy(sl_dispatcher_t *d);
+
+#endif

@@ -1,0 +1,884 @@
+/*
+ * rest.c — the JobManager's REST API on libmicrohttpd (see rest.h for the
+ * paths, the shapes and the threads).
+ *
+ * A request goes through access_handler, which libmicrohttpd calls several
+ * times per request: first with the headers (we route, authenticate and
+ * check the declared size, and may answer at once), then once per piece of
+ * the body (an upload streams through libmicrohttpd's multipart parser into
+ * a temporary file in the artifact directory; a JSON body is buffered up to
+ * MAX_JSON_BODY), and last with no data, when the answer is built.  An
+ * error found while the body arrives is remembered and answered at the end
+ * (or at once, closing the connection, when the body grows past the
+ * maximum).  Every answer is JSON; every error is Flink's
+ * {"errors": ["..."]}.
+ */
+#include "jobmanager/rest.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/common.h"
+
+#define MAX_JSON_BODY (1 << 20) /* a run request's JSON */
+#define MAX_NAME 100            /* sanitized client file name */
+#define ID_HEX 32               /* random part of a jar id */
+#define MAX_ID_SEG 63           /* a job id in a URL */
+#define MAX_DISCARD (64 << 20)  /* body bytes read and dropped after the maximum, before hanging up */
+
+typedef struct jar {
+    char id[ID_HEX + 1 + MAX_NAME + 1]; /* "<hex>_<name>": also the file's name */
+    char name[MAX_NAME + 1];
+    int64_t uploaded;                    /* ms since the epoch */
+} jar_t;
+
+struct sl_rest {
+    char *bind_address, *token, *dir, *version;
+    int64_t max_upload;
+    sl_rest_provider_t p;
+    struct MHD_Daemon *d;
+    int port;
+    pthread_mutex_t mu; /* guards jars and port */
+    jar_t *jars;
+    int njars, capjars;
+};
+
+/* ---- routes --------------------------------------------------------------- */
+
+typedef enum {
+    R_NONE = 0, R_CONFIG, R_OVERVIEW, R_JOBS, R_JOBS_OVERVIEW, R_JOB, R_TASKMANAGERS,
+    R_JAR_UPLOAD, R_JARS, R_JAR_RUN, R_JAR,
+} route_t;
+
+/* Allowed method per route ("GET", "PATCH"...). */
+static const char *route_methods(route_t r) {
+    switch (r) {
+    case R_JOB: return "GET, PATCH";
+    case R_JAR_UPLOAD: case R_JAR_RUN: return "POST";
+    case R_JAR: return "DELETE";
+    default: return "GET";
+    }
+}
+
+static bool method_allowed(route_t r, const char *m) {
+    bool get = !strcmp(m, "GET") || !strcmp(m, "HEAD");
+    switch (r) {
+    case R_JOB: return get || !strcmp(m, "PATCH");
+    case R_JAR_UPLOAD: case R_JAR_RUN: return !strcmp(m, "POST");
+    case R_JAR: return !strcmp(m, "DELETE");
+    case R_NONE: return false;
+    default: return get;
+    }
+}
+
+/* Splits url (already %-decoded by libmicrohttpd) into at most 3 segments;
+ * the route, and its :id segment in id.  R_NONE for anything else. */
+static route_t route_of(const char *url, char *id, size_t idcap) {
+    if (!strncmp(url, "/v1/", 4)) url += 3;
+    if (url[0] != '/') return R_NONE;
+    const char *seg[4];
+    size_t len[4];
+    int n = 0;
+    const char *s = url + 1;
+    for (;;) {
+        const char *e = strchr(s, '/');
+        size_t l = e ? (size_t)(e - s) : strlen(s);
+        if (n == 4 || l == 0) return R_NONE; /* too deep, "//" or a trailing '/' */
+        seg[n] = s;
+        len[n++] = l;
+        if (!e) break;
+        s = e + 1;
+    }
+#define SEG(i, lit) (len[i] == sizeof(lit) - 1 && !memcmp(seg[i], lit, sizeof(lit) - 1))
+    if (n == 1 && SEG(0, "config")) return R_CONFIG;
+    if (n == 1 && SEG(0, "overview")) return R_OVERVIEW;
+    if (n == 1 && SEG(0, "jobs")) return R_JOBS;
+    if (n == 1 && SEG(0, "taskmanagers")) return R_TASKMANAGERS;
+    if (n == 1 && SEG(0, "jars")) return R_JARS;
+    if (n == 2 && SEG(0, "jobs") && SEG(1, "overview")) return R_JOBS_OVERVIEW;
+    if (n == 2 && SEG(0, "jars") && SEG(1, "upload")) return R_JAR_UPLOAD;
+    if ((n == 2 && (SEG(0, "jobs") || SEG(0, "jars"))) || (n == 3 && SEG(0, "jars") && SEG(2, "run"))) {
+        if (len[1] >= idcap) return R_NONE;
+        memcpy(id, seg[1], len[1]);
+        id[len[1]] = 0;
+        if (n == 3) return R_JAR_RUN;
+        return SEG(0, "jobs") ? R_JOB : R_JAR;
+    }
+#undef SEG
+    return R_NONE;
+}
+
+/* ---- one request ---------------------------------------------------------- */
+
+typedef struct req {
+    route_t route;
+    char id[256];                 /* :jobid / :jarid */
+    bool answered;                /* a response was queued early */
+    unsigned err_status;          /* an error found in the body, answered at the end */
+    char err[512];
+    int64_t received;             /* body bytes so far */
+    sl_buf_t body;                /* JSON body */
+    /* upload */
+    struct MHD_PostProcessor *pp;
+    int fd;
+    char tmp_path[4096];
+    char client_name[MAX_NAME + 1];
+    bool have_file;               /* a jarfile part began */
+    bool file_done;               /* ... and another part followed it */
+    int64_t file_bytes;
+} req_t;
+
+static void req_set_error(req_t *q, unsigned status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void req_set_error(req_t *q, unsigned status, const char *fmt, ...) {
+    if (q->err_status) return; /* the first error wins */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(q->err, sizeof q->err, fmt, ap);
+    va_end(ap);
+    q->err_status = status;
+}
+
+static void req_free(req_t *q) {
+    if (!q) return;
+    if (q->pp) MHD_destroy_post_processor(q->pp);
+    if (q->fd >= 0) close(q->fd);
+    if (q->tmp_path[0]) unlink(q->tmp_path);
+    sl_buf_free(&q->body);
+    sl_free(q);
+}
+
+static void request_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                              enum MHD_RequestTerminationCode toe) {
+    SL_UNUSED(cls); SL_UNUSED(c); SL_UNUSED(toe);
+    req_free(*con_cls);
+    *con_cls = NULL;
+}
+
+/* ---- responses ------------------------------------------------------------ */
+
+/* Queues j (stolen) as the JSON answer with the given status. */
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, json_t *j, const char *allow) {
+    char *s = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (!s) s = strdup("{}");
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(s), s, MHD_RESPMEM_MUST_FREE);
+    if (!r) { free(s); return MHD_NO; }
+    MHD_add_response_header(r, "Content-Type", "application/json; charset=UTF-8");
+    if (allow) MHD_add_response_header(r, "Allow", allow);
+    if (status == MHD_HTTP_UNAUTHORIZED) MHD_add_response_header(r, "WWW-Authenticate", "Bearer realm=\"sluice\"");
+    enum MHD_Result rc = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result send_error_allow(struct MHD_Connection *c, unsigned status, const char *allow,
+                                        const char *msg) {
+    json_t *e = json_array();
+    json_array_append_new(e, json_string(msg)); /* NULL (invalid UTF-8) is dropped by jansson */
+    if (json_array_size(e) == 0) json_array_append_new(e, json_string("request refused"));
+    return send_json(c, status, json_pack("{s:o}", "errors", e), allow);
+}
+
+static enum MHD_Result send_errorf(struct MHD_Connection *c, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static enum MHD_Result send_errorf(struct MHD_Connection *c, unsigned status, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return send_error_allow(c, status, NULL, msg);
+}
+
+/* The HTTP status of a provider's return code. */
+static unsigned status_of(int rc) {
+    switch (rc) {
+    case SL_ENOTFOUND: return MHD_HTTP_NOT_FOUND;
+    case SL_EINVAL: case SL_EFORMAT: return MHD_HTTP_BAD_REQUEST;
+    case SL_ESTATE: case SL_ECANCELED: return MHD_HTTP_CONFLICT;
+    default: return MHD_HTTP_INTERNAL_SERVER_ERROR;
+    }
+}
+
+static enum MHD_Result send_provider_error(struct MHD_Connection *c, int rc, const char *err, const char *what) {
+    return send_errorf(c, status_of(rc), "%s", err && err[0] ? err : what);
+}
+
+/* A string safe to quote in a message: at most 80 bytes of it. */
+static const char *clip(const char *s, char *buf, size_t cap) {
+    snprintf(buf, cap, "%.80s%s", s, strlen(s) > 80 ? "..." : "");
+    return buf;
+}
+
+/* ---- artifacts ------------------------------------------------------------ */
+
+void sl_rest_sanitize_name(const char *client_name, char *out, size_t cap) {
+    if (cap == 0) return;
+    const char *base = client_name ? client_name : "";
+    for (const char *p = base; *p; p++)
+        if (*p == '/' || *p == '\\') base = p + 1;
+    size_t max = SL_MIN(cap - 1, (size_t)MAX_NAME), o = 0;
+    for (const char *p = base; *p && o < max; p++) {
+        char ch = *p;
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+                  ch == '_' || ch == '-';
+        out[o++] = ok ? ch : '_';
+    }
+    out[o] = 0;
+    for (size_t i = 0; i < o; i++)
+        if (out[i] == '.' && (i == 0 || out[i + 1] == '.')) out[i] = '_'; /* no "..", no leading '.' */
+    if (o == 0) snprintf(out, cap, "%s", "artifact");
+}
+
+/* Whether name is a stored artifact's file name: 32 hex, '_', a sanitized name. */
+static bool stored_name_ok(const char *name, char *tail, size_t cap) {
+    size_t n = strlen(name);
+    if (n < ID_HEX + 2 || n > ID_HEX + 1 + MAX_NAME) return false;
+    for (int i = 0; i < ID_HEX; i++)
+        if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f'))) return false;
+    if (name[ID_HEX] != '_') return false;
+    char clean[MAX_NAME + 1];
+    sl_rest_sanitize_name(name + ID_HEX + 1, clean, sizeof clean);
+    if (strcmp(clean, name + ID_HEX + 1)) return false;
+    snprintf(tail, cap, "%s", clean);
+    return true;
+}
+
+static void random_hex(char *out, int nhex) {
+    uint8_t b[64];
+    size_t n = (size_t)(nhex + 1) / 2, got = 0;
+    while (got < n) {
+        ssize_t r = getrandom(b + got, n - got, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) { /* no entropy source: still unique enough for names, not secret */
+            uint64_t x = sl_mix64((uint64_t)sl_mono_ns() ^ ((uint64_t)getpid() << 32));
+            for (; got < n; got++, x = sl_mix64(x + 1)) b[got] = (uint8_t)x;
+            break;
+        }
+        got += (size_t)r;
+    }
+    static const char hx[] = "0123456789abcdef";
+    for (int i = 0; i < nhex; i++) out[i] = hx[(b[i / 2] >> ((i & 1) ? 0 : 4)) & 15];
+    out[nhex] = 0;
+}
+
+/* Call with r->mu held. */
+static int jar_find(sl_rest_t *r, const char *id) {
+    for (int i = 0; i < r->njars; i++)
+        if (!strcmp(r->jars[i].id, id)) return i;
+    return -1;
+}
+
+static void jar_add(sl_rest_t *r, const char *id, const char *name, int64_t uploaded) {
+    pthread_mutex_lock(&r->mu);
+    if (jar_find(r, id) < 0) {
+        if (r->njars == r->capjars) {
+            r->capjars = r->capjars ? 2 * r->capjars : 16;
+            r->jars = sl_realloc(r->jars, (size_t)r->capjars * sizeof *r->jars);
+        }
+        jar_t *j = &r->jars[r->njars++];
+        snprintf(j->id, sizeof j->id, "%s", id);
+        snprintf(j->name, sizeof j->name, "%s", name);
+        j->uploaded = uploaded;
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void scan_dir(sl_rest_t *r) {
+    DIR *d = opendir(r->dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char tail[MAX_NAME + 1], path[4096];
+        if (!stored_name_ok(e->d_name, tail, sizeof tail)) continue;
+        snprintf(path, sizeof path, "%s/%s", r->dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode)) continue;
+        jar_add(r, e->d_name, tail, (int64_t)st.st_mtime * 1000);
+    }
+    closedir(d);
+}
+
+/* The multipart parser's callback: the "jarfile" part goes to the
+ * temporary file, other fields are ignored (as Flink does). */
+static enum MHD_Result upload_iter(void *cls, enum MHD_ValueKind kind, const char *key, const char *filename,
+                                   const char *content_type, const char *transfer_encoding, const char *data,
+                                   uint64_t off, size_t size) {
+    SL_UNUSED(kind); SL_UNUSED(content_type); SL_UNUSED(transfer_encoding);
+    req_t *q = cls;
+    if (!key || strcmp(key, "jarfile")) {
+        if (q->have_file) q->file_done = true;
+        return MHD_YES;
+    }
+    if (!filename) {
+        req_set_error(q, MHD_HTTP_BAD_REQUEST, "the multipart field 'jarfile' is not a file (no filename)");
+        return MHD_NO;
+    }
+    if (off == 0 && q->have_file && (q->file_done || q->file_bytes > 0 || strcmp(filename, q->client_name))) {
+        req_set_error(q, MHD_HTTP_BAD_REQUEST, "more than one file in the multipart field 'jarfile'");
+        return MHD_NO;
+    }
+    if (!q->have_file) {
+        q->have_file = true;
+        snprintf(q->client_name, sizeof q->client_name, "%s", filename);
+    }
+    if (size && sl_write_all(q->fd, data, size)) {
+        req_set_error(q, MHD_HTTP_INTERNAL_SERVER_ERROR, "could not write the upload: %s", strerror(errno));
+        return MHD_NO;
+    }
+    q->file_bytes += (int64_t)size;
+    return MHD_YES;
+}
+
+/* First call of an upload: checks the content type, opens the temporary file. */
+static enum MHD_Result upload_begin(sl_rest_t *r, struct MHD_Connection *c, req_t *q) {
+    const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!ct || strncasecmp(ct, "multipart/form-data", 19))
+        return q->answered = true, send_errorf(c, MHD_HTTP_BAD_REQUEST,
+                                               "expected a multipart/form-data body with a 'jarfile' field, "
+                                               "got content type '%s'", ct ? ct : "(none)");
+    if (!strcasestr(ct, "boundary="))
+        return q->answered = true,
+               send_errorf(c, MHD_HTTP_BAD_REQUEST, "malformed multipart body: no boundary in the content type");
+    q->pp = MHD_create_post_processor(c, 64 * 1024, upload_iter, q);
+    if (!q->pp)
+        return q->answered = true,
+               send_errorf(c, MHD_HTTP_BAD_REQUEST, "malformed multipart body: bad content type '%.200s'", ct);
+    char hex[ID_HEX + 1];
+    random_hex(hex, ID_HEX);
+    snprintf(q->tmp_path, sizeof q->tmp_path, "%s/.upload-%s", r->dir, hex);
+    q->fd = open(q->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (q->fd < 0) {
+        q->tmp_path[0] = 0;
+        return q->answered = true, send_errorf(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                                               "cannot store the upload in the artifact directory: %s",
+                                               strerror(errno));
+    }
+    return MHD_YES;
+}
+
+/* Last call of an upload: the body parsed whole, the file moved in place. */
+static enum MHD_Result upload_end(sl_rest_t *r, struct MHD_Connection *c, req_t *q) {
+    enum MHD_Result complete = MHD_destroy_post_processor(q->pp);
+    q->pp = NULL;
+    if (q->err_status) return send_errorf(c, q->err_status, "%s", q->err);
+    if (complete != MHD_YES)
+        return send_errorf(c, MHD_HTTP_BAD_REQUEST, "malformed multipart body: it ends before its closing boundary");
+    if (!q->have_file)
+        return send_errorf(c, MHD_HTTP_BAD_REQUEST, "no file in the multipart field 'jarfile'");
+    if (q->file_bytes == 0) return send_errorf(c, MHD_HTTP_BAD_REQUEST, "the uploaded file is empty");
+    if (fsync(q->fd) < 0 || close(q->fd) < 0) {
+        q->fd = -1;
+        return send_errorf(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "could not store the upload: %s", strerror(errno));
+    }
+    q->fd = -1;
+    char name[MAX_NAME + 1], id[sizeof((jar_t *)0)->id], path[4096 + sizeof id];
+    sl_rest_sanitize_name(q->client_name, name, sizeof name);
+    char hex[ID_HEX + 1];
+    random_hex(hex, ID_HEX);
+    snprintf(id, sizeof id, "%s_%s", hex, name);
+    snprintf(path, sizeof path, "%s/%s", r->dir, id);
+    if (rename(q->tmp_path, path) < 0)
+        return send_errorf(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "could not store the upload: %s", strerror(errno));
+    q->tmp_path[0] = 0;
+    jar_add(r, id, name, sl_wall_ms());
+    return send_json(c, MHD_HTTP_OK, json_pack("{s:s, s:s}", "filename", path, "status", "success"), NULL);
+}
+
+/* ---- handlers ------------------------------------------------------------- */
+
+static int64_t job_duration(const sl_rest_job_t *j, int64_t now) {
+    if (j->duration >= 0) return j->duration;
+    if (j->start_time <= 0) return 0;
+    return (j->end_time >= 0 ? j->end_time : now) - j->start_time;
+}
+
+static json_t *job_overview_json(const sl_rest_job_t *j, int64_t now) {
+    json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "jid", j->id, "name", j->name, "state", j->state,
+                          "start-time", (json_int_t)j->start_time, "end-time", (json_int_t)j->end_time,
+                          "duration", (json_int_t)job_duration(j, now), "last-modification",
+                          (json_int_t)(j->last_modification ? j->last_modification : j->start_time));
+    if (!o) return json_object(); /* a name that is not UTF-8 */
+    if (j->tasks_total >= 0) {
+        json_t *t = json_pack("{s:i}", "total", j->tasks_total);
+        if (j->tasks_running >= 0) json_object_set_new(t, "running", json_integer(j->tasks_running));
+        json_object_set_new(o, "tasks", t);
+    }
+    return o;
+}
+
+static enum MHD_Result h_config(sl_rest_t *r, struct MHD_Connection *c) {
+    time_t t = time(NULL);
+    struct tm lt;
+    localtime_r(&t, &lt);
+    char ver[128];
+    snprintf(ver, sizeof ver, "sluice %s", r->version);
+    json_t *j = json_pack("{s:i, s:s, s:I, s:s, s:{s:b, s:b, s:b, s:b}}", "refresh-interval", 3000, "timezone-name",
+                          lt.tm_zone ? lt.tm_zone : "UTC", "timezone-offset", (json_int_t)lt.tm_gmtoff * 1000,
+                          "flink-version", ver, "features", "web-submit", r->p.run != NULL, "web-cancel",
+                          r->p.cancel != NULL, "web-rescale", 0, "web-history", 0);
+    return send_json(c, MHD_HTTP_OK, j, NULL);
+}
+
+static enum MHD_Result h_overview(sl_rest_t *r, struct MHD_Connection *c) {
+    if (!r->p.overview) return send_errorf(c, 500, "the cluster overview is not supported");
+    sl_rest_overview_t o = {0};
+    char err[512] = "";
+    int rc = r->p.overview(r->p.ud, &o, err, sizeof err);
+    if (rc) return send_provider_error(c, rc, err, "could not get the cluster overview");
+    char ver[128];
+    snprintf(ver, sizeof ver, "sluice %s", r->version);
+    return send_json(c, MHD_HTTP_OK,
+                     json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s}", "taskmanagers", o.taskmanagers,
+                               "slots-total", o.slots_total, "slots-available", o.slots_available, "jobs-running",
+                               o.jobs_running, "jobs-finished", o.jobs_finished, "jobs-cancelled", o.jobs_cancelled,
+                               "jobs-failed", o.jobs_failed, "flink-version", ver),
+                     NULL);
+}
+
+static enum MHD_Result h_jobs(sl_rest_t *r, struct MHD_Connection *c, bool overview) {
+    if (!r->p.list_jobs) return send_errorf(c, 500, "listing jobs is not supported");
+    sl_rest_job_t *jobs = NULL;
+    int n = 0;
+    char err[512] = "";
+    int rc = r->p.list_jobs(r->p.ud, &jobs, &n, err, sizeof err);
+    if (rc) {
+        free(jobs);
+        return send_provider_error(c, rc, err, "could not list the jobs");
+    }
+    int64_t now = sl_wall_ms();
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) {
+        jobs[i].id[sizeof jobs[i].id - 1] = jobs[i].name[sizeof jobs[i].name - 1] = 0;
+        jobs[i].state[sizeof jobs[i].state - 1] = 0;
+        if (overview) json_array_append_new(a, job_overview_json(&jobs[i], now));
+        else json_array_append_new(a, json_pack("{s:s, s:s}", "id", jobs[i].id, "status", jobs[i].state));
+    }
+    free(jobs);
+    return send_json(c, MHD_HTTP_OK, json_pack("{s:o}", "jobs", a), NULL);
+}
+
+static enum MHD_Result h_job(sl_rest_t *r, struct MHD_Connection *c, const char *jid) {
+    if (!r->p.job_detail) return send_errorf(c, 500, "job details are not supported");
+    sl_rest_job_t j;
+    memset(&j, 0, sizeof j);
+    j.end_time = -1;
+    j.duration = -1;
+    j.tasks_total = j.tasks_running = -1;
+    char err[512] = "";
+    int rc = r->p.job_detail(r->p.ud, jid, &j, err, sizeof err);
+    if (rc) {
+        free(j.vertices);
+        return send_provider_error(c, rc, err, "could not get the job's details");
+    }
+    j.id[sizeof j.id - 1] = j.name[sizeof j.name - 1] = j.state[sizeof j.state - 1] = 0;
+    int64_t now = sl_wall_ms();
+    json_t *o = json_pack("{s:s, s:s, s:b, s:s, s:I, s:I, s:I, s:I}", "jid", j.id, "name", j.name, "isStoppable", 0,
+                          "state", j.state, "start-time", (json_int_t)j.start_time, "end-time",
+                          (json_int_t)j.end_time, "duration", (json_int_t)job_duration(&j, now), "now",
+                          (json_int_t)now);
+    if (!o) o = json_object();
+    if (j.max_parallelism > 0) json_object_set_new(o, "maxParallelism", json_integer(j.max_parallelism));
+    json_t *vs = json_array(), *counts = json_object();
+    for (int i = 0; i < j.nvertices; i++) {
+        sl_rest_vertex_t *v = &j.vertices[i];
+        v->id[sizeof v->id - 1] = v->name[sizeof v->name - 1] = v->status[sizeof v->status - 1] = 0;
+        json_t *vo = json_pack("{s:s, s:s, s:i, s:s}", "id", v->id, "name", v->name, "parallelism",
+                               v->parallelism, "status", v->status);
+        if (!vo) continue;
+        if (v->max_parallelism > 0) json_object_set_new(vo, "maxParallelism", json_integer(v->max_parallelism));
+        json_array_append_new(vs, vo);
+        json_t *cnt = json_object_get(counts, v->status);
+        json_object_set_new(counts, v->status, json_integer(cnt ? json_integer_value(cnt) + 1 : 1));
+    }
+    free(j.vertices);
+    json_object_set_new(o, "vertices", vs);
+    json_object_set_new(o, "status-counts", counts);
+    return send_json(c, MHD_HTTP_OK, o, NULL);
+}
+
+static enum MHD_Result h_cancel(sl_rest_t *r, struct MHD_Connection *c, const char *jid) {
+    const char *mode = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "mode");
+    char b[128];
+    if (mode && strcmp(mode, "cancel"))
+        return send_errorf(c, MHD_HTTP_BAD_REQUEST, "unsupported mode '%s' (sluice supports mode=cancel)",
+                           clip(mode, b, sizeof b));
+    if (!r->p.cancel) return send_errorf(c, 500, "cancelling jobs is not supported");
+    char err[512] = "";
+    int rc = r->p.cancel(r->p.ud, jid, err, sizeof err);
+    if (rc) return send_provider_error(c, rc, err, "could not cancel the job");
+    return send_json(c, MHD_HTTP_ACCEPTED, json_object(), NULL);
+}
+
+static enum MHD_Result h_taskmanagers(sl_rest_t *r, struct MHD_Connection *c) {
+    if (!r->p.taskmanagers) return send_errorf(c, 500, "listing taskmanagers is not supported");
+    sl_rest_taskmanager_t *tms = NULL;
+    int n = 0;
+    char err[512] = "";
+    int rc = r->p.taskmanagers(r->p.ud, &tms, &n, err, sizeof err);
+    if (rc) {
+        free(tms);
+        return send_provider_error(c, rc, err, "could not list the taskmanagers");
+    }
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) {
+        sl_rest_taskmanager_t *t = &tms[i];
+        t->id[sizeof t->id - 1] = t->path[sizeof t->path - 1] = 0;
+        json_t *o = json_pack("{s:s, s:s, s:i, s:I, s:i, s:i}", "id", t->id, "path", t->path, "dataPort",
+                              t->data_port, "timeSinceLastHeartbeat", (json_int_t)t->time_since_last_heartbeat,
+                              "slotsNumber", t->slots_number, "freeSlots", t->free_slots);
+        if (o) json_array_append_new(a, o);
+    }
+    free(tms);
+    return send_json(c, MHD_HTTP_OK, json_pack("{s:o}", "taskmanagers", a), NULL);
+}
+
+static enum MHD_Result h_jars(sl_rest_t *r, struct MHD_Connection *c) {
+    json_t *files = json_array();
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->njars; i++)
+        json_array_append_new(files, json_pack("{s:s, s:s, s:I, s:[]}", "id", r->jars[i].id, "name",
+                                               r->jars[i].name, "uploaded", (json_int_t)r->jars[i].uploaded,
+                                               "entry"));
+    char addr[300];
+    snprintf(addr, sizeof addr, "http://%s:%d", r->bind_address, r->port);
+    pthread_mutex_unlock(&r->mu);
+    return send_json(c, MHD_HTTP_OK, json_pack("{s:s, s:o}", "address", addr, "files", files), NULL);
+}
+
+static enum MHD_Result h_jar_delete(sl_rest_t *r, struct MHD_Connection *c, const char *jarid) {
+    char b[128], path[4096 + 256];
+    pthread_mutex_lock(&r->mu);
+    int i = jar_find(r, jarid);
+    if (i >= 0) {
+        snprintf(path, sizeof path, "%s/%s", r->dir, r->jars[i].id); /* our id, never the URL's bytes */
+        unlink(path);
+        r->jars[i] = r->jars[--r->njars];
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (i < 0) return send_errorf(c, MHD_HTTP_NOT_FOUND, "jar '%s' not found", clip(jarid, b, sizeof b));
+    return send_json(c, MHD_HTTP_OK, json_object(), NULL);
+}
+
+/* Splits Flink's programArgs string like a shell would (blanks separate,
+ * '...' and "..." group and are removed). */
+static void split_args(const char *s, char ***args, int *nargs) {
+    char *tok = sl_malloc(strlen(s) + 1);
+    for (const char *p = s;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+        if (!*p) break;
+        size_t o = 0;
+        while (*p && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
+            if (*p == '\'' || *p == '"') {
+                char qch = *p++;
+                while (*p && *p != qch) tok[o++] = *p++;
+                if (*p) p++;
+            } else tok[o++] = *p++;
+        }
+        *args = sl_realloc(*args, (size_t)(*nargs + 1) * sizeof **args);
+        (*args)[(*nargs)++] = sl_strndup(tok, o);
+    }
+    sl_free(tok);
+}
+
+static enum MHD_Result h_jar_run(sl_rest_t *r, struct MHD_Connection *c, req_t *q) {
+    char b[128], path[4096 + 256];
+    bool builtin = !strcmp(q->id, SL_REST_BUILTIN_JAR);
+    if (!builtin) {
+        pthread_mutex_lock(&r->mu);
+        int i = jar_find(r, q->id);
+        if (i >= 0) snprintf(path, sizeof path, "%s/%s", r->dir, r->jars[i].id);
+        pthread_mutex_unlock(&r->mu);
+        if (i < 0) return send_errorf(c, MHD_HTTP_NOT_FOUND, "jar '%s' not found", clip(q->id, b, sizeof b));
+    }
+    if (!r->p.run) return send_errorf(c, 500, "running jobs is not supported");
+    json_t *body = NULL;
+    if (q->body.len) {
+        json_error_t je;
+        body = json_loadb((const char *)q->body.p, q->body.len, JSON_REJECT_DUPLICATES, &je);
+        if (!body) return send_errorf(c, MHD_HTTP_BAD_REQUEST, "request body is not valid JSON: %s", je.text);
+        if (!json_is_object(body)) {
+            json_decref(body);
+            return send_errorf(c, MHD_HTTP_BAD_REQUEST, "request body is not a JSON object");
+        }
+    } else body = json_object();
+    sl_rest_run_t run = {.jar_id = q->id, .artifact_path = builtin ? NULL : path};
+    const char *bad = NULL, *why = NULL;
+    json_t *v;
+    if ((v = json_object_get(body, "entryClass")) && !json_is_null(v)) {
+        if (json_is_string(v) && json_string_length(v) > 0) run.entry_class = json_string_value(v);
+        else bad = "entryClass", why = "a non-empty string";
+    }
+    if (!bad && (v = json_object_get(body, "parallelism")) && !json_is_null(v)) {
+        json_int_t p = json_is_integer(v) ? json_integer_value(v) : 0;
+        if (!json_is_integer(v) || (p < 1 && p != -1) || p > 1 << 20) bad = "parallelism", why = "a positive integer";
+        else run.parallelism = p > 0 ? (int)p : 0;
+    }
+    if (!bad && (v = json_object_get(body, "savepointPath")) && !json_is_null(v)) {
+        if (json_is_string(v)) run.savepoint_path = json_string_length(v) ? json_string_value(v) : NULL;
+        else bad = "savepointPath", why = "a string";
+    }
+    if (!bad && (v = json_object_get(body, "allowNonRestoredState")) && !json_is_null(v)) {
+        if (json_is_boolean(v)) run.allow_non_restored_state = json_is_true(v);
+        else bad = "allowNonRestoredState", why = "true or false";
+    }
+    json_t *list = json_object_get(body, "programArgsList");
+    if (!bad && list && !json_is_null(list)) {
+        if (!json_is_array(list)) bad = "programArgsList", why = "an array of strings";
+        for (size_t i = 0; !bad && i < json_array_size(list); i++)
+            if (!json_is_string(json_array_get(list, i))) bad = "programArgsList", why = "an array of strings";
+    }
+    json_t *str = json_object_get(body, "programArgs");
+    if (!bad && str && !json_is_null(str) && !json_is_string(str)) bad = "programArgs", why = "a string";
+    if (bad) {
+        json_decref(body);
+        return send_errorf(c, MHD_HTTP_BAD_REQUEST, "bad request: %s must be %s", bad, why);
+    }
+    if (list && json_array_size(list)) {
+        run.nargs = (int)json_array_size(list);
+        run.args = sl_calloc((size_t)run.nargs, sizeof *run.args);
+        for (int i = 0; i < run.nargs; i++) run.args[i] = sl_strdup(json_string_value(json_array_get(list, (size_t)i)));
+    } else if (json_is_string(str)) split_args(json_string_value(str), &run.args, &run.nargs);
+    char jobid[128] = "", err[512] = "";
+    int rc = r->p.run(r->p.ud, &run, jobid, sizeof jobid, err, sizeof err);
+    for (int i = 0; i < run.nargs; i++) sl_free(run.args[i]);
+    sl_free(run.args);
+    json_decref(body);
+    if (rc) return send_provider_error(c, rc, err, "could not run the job");
+    jobid[sizeof jobid - 1] = 0;
+    return send_json(c, MHD_HTTP_OK, json_pack("{s:s}", "jobid", jobid), NULL);
+}
+
+/* A job id as it may appear in a URL. */
+static bool job_id_ok(const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || n > MAX_ID_SEG) return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '-' ||
+              ch == '_'))
+            return false;
+    }
+    return true;
+}
+
+/* Constant-time check of the Authorization header. */
+static bool authorized(sl_rest_t *r, struct MHD_Connection *c) {
+    if (!r->token) return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncmp(h, "Bearer ", 7)) return false;
+    h += 7;
+    size_t n = strlen(h), m = strlen(r->token);
+    unsigned char diff = n != m;
+    for (size_t i = 0; i < m; i++) diff |= (unsigned char)(r->token[i] ^ (i < n ? h[i] : 0));
+    return diff == 0;
+}
+
+/* Called once with the headers, once per piece of body, once at the end. */
+static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                      const char *version, const char *upload_data, size_t *upload_data_size,
+                                      void **con_cls) {
+    SL_UNUSED(version);
+    sl_rest_t *r = cls;
+    req_t *q = *con_cls;
+    if (!q) {
+        q = sl_calloc(1, sizeof *q);
+        q->fd = -1;
+        *con_cls = q;
+        char b[128];
+        if (!authorized(r, c)) {
+            q->answered = true;
+            return send_errorf(c, MHD_HTTP_UNAUTHORIZED, "Unauthorized: a valid 'Authorization: Bearer <token>' "
+                                                         "header is required");
+        }
+        q->route = route_of(url, q->id, sizeof q->id);
+        if (q->route == R_NONE) {
+            q->answered = true;
+            return send_errorf(c, MHD_HTTP_NOT_FOUND, "Not found: %s", clip(url, b, sizeof b));
+        }
+        if (!method_allowed(q->route, method)) {
+            q->answered = true;
+            char msg[256];
+            snprintf(msg, sizeof msg, "Method %.16s is not allowed on %s (allowed: %s)", method,
+                     clip(url, b, sizeof b), route_methods(q->route));
+            return send_error_allow(c, MHD_HTTP_METHOD_NOT_ALLOWED, route_methods(q->route), msg);
+        }
+        if (q->route == R_JOB && !job_id_ok(q->id)) {
+            q->answered = true;
+            return send_errorf(c, MHD_HTTP_NOT_FOUND, "Job %s not found", clip(q->id, b, sizeof b));
+        }
+        int64_t limit = q->route == R_JAR_UPLOAD ? r->max_upload : MAX_JSON_BODY;
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoll(cl, NULL, 10) > limit) {
+            q->answered = true;
+            return send_errorf(c, MHD_HTTP_CONTENT_TOO_LARGE, "request body of %.20s bytes is over the maximum of %lld",
+                               cl, (long long)limit);
+        }
+        if (q->route == R_JAR_UPLOAD) return upload_begin(r, c, q);
+        return MHD_YES;
+    }
+    if (q->answered) { /* an early answer: whatever else arrives is dropped */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        q->received += (int64_t)n;
+        int64_t limit = q->route == R_JAR_UPLOAD ? r->max_upload : MAX_JSON_BODY;
+        if (q->received > limit && q->err_status != MHD_HTTP_CONTENT_TOO_LARGE) {
+            /* Answered once the body has ended (closing the connection
+             * with unread data would reset it and lose the answer), the
+             * rest of the body dropped; past MAX_DISCARD more we hang up. */
+            q->err_status = 0;
+            req_set_error(q, MHD_HTTP_CONTENT_TOO_LARGE, "request body is over the maximum of %lld bytes",
+                          (long long)limit);
+        }
+        if (q->err_status == MHD_HTTP_CONTENT_TOO_LARGE) {
+            if (q->received - limit > MAX_DISCARD) {
+                q->answered = true;
+                return send_errorf(c, q->err_status, "%s", q->err);
+            }
+            return MHD_YES;
+        }
+        if (q->route == R_JAR_UPLOAD) {
+            if (!q->err_status && MHD_post_process(q->pp, upload_data, n) != MHD_YES)
+                req_set_error(q, MHD_HTTP_BAD_REQUEST, "malformed multipart body");
+        } else if (q->route == R_JAR_RUN) sl_buf_append(&q->body, upload_data, n);
+        return MHD_YES; /* other routes ignore their body */
+    }
+    if (q->err_status && q->route != R_JAR_UPLOAD) return send_errorf(c, q->err_status, "%s", q->err);
+    switch (q->route) {
+    case R_CONFIG: return h_config(r, c);
+    case R_OVERVIEW: return h_overview(r, c);
+    case R_JOBS: return h_jobs(r, c, false);
+    case R_JOBS_OVERVIEW: return h_jobs(r, c, true);
+    case R_JOB: return !strcmp(method, "PATCH") ? h_cancel(r, c, q->id) : h_job(r, c, q->id);
+    case R_TASKMANAGERS: return h_taskmanagers(r, c);
+    case R_JAR_UPLOAD: return upload_end(r, c, q);
+    case R_JARS: return h_jars(r, c);
+    case R_JAR_RUN: return h_jar_run(r, c, q);
+    case R_JAR: return h_jar_delete(r, c, q->id);
+    case R_NONE: break;
+    }
+    return send_errorf(c, MHD_HTTP_NOT_FOUND, "Not found");
+}
+
+/* ---- life cycle ----------------------------------------------------------- */
+
+/* Decodes %HH in URLs and query values, except %00: a NUL would cut the
+ * string the handler sees ("/jars/builtin%00/run" must not become
+ * "/jars/builtin"), so it stays as the three characters. */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
+    SL_UNUSED(cls); SL_UNUSED(c);
+    char *w = s;
+    for (const char *p = s; *p;) {
+        int hi, lo;
+#define HEX(ch) ((ch) >= '0' && (ch) <= '9' ? (ch) - '0' : (ch) >= 'a' && (ch) <= 'f' ? (ch) - 'a' + 10 \
+                 : (ch) >= 'A' && (ch) <= 'F' ? (ch) - 'A' + 10 : -1)
+        if (p[0] == '%' && p[1] && p[2] && (hi = HEX(p[1])) >= 0 && (lo = HEX(p[2])) >= 0 && (hi | lo)) {
+            *w++ = (char)(hi * 16 + lo);
+            p += 3;
+        } else *w++ = *p++;
+#undef HEX
+    }
+    *w = 0;
+    return (size_t)(w - s);
+}
+
+void sl_rest_config_defaults(sl_rest_config_t *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->bind_address = "127.0.0.1";
+    cfg->port = -1;
+    cfg->max_upload = SL_REST_DEFAULT_MAX_UPLOAD;
+}
+
+static int mkdirs(const char *dir) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = 0;
+        if (mkdir(p, 0700) < 0 && errno != EEXIST) return -1;
+        *s = '/';
+    }
+    if (mkdir(p, 0700) < 0 && errno != EEXIST) return -1;
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
+}
+
+int sl_rest_new(const sl_rest_config_t *cfg, const sl_rest_provider_t *p, sl_rest_t **out, char *err,
+                size_t errlen) {
+    *out = NULL;
+    if (!cfg || !p) return sl_errf(err, errlen, SL_EINVAL, "rest: no configuration or provider");
+    if (!cfg->artifact_dir || !cfg->artifact_dir[0])
+        return sl_errf(err, errlen, SL_EINVAL, "rest: no artifact directory (web.upload.dir)");
+    if (strlen(cfg->artifact_dir) > 3000) return sl_errf(err, errlen, SL_EINVAL, "rest: artifact directory path too long");
+    int port = cfg->port < 0 ? SL_REST_DEFAULT_PORT : cfg->port;
+    if (port > 65535) return sl_errf(err, errlen, SL_EINVAL, "rest.port: %d is not a port (0..65535)", port);
+    if (cfg->max_upload < 0) return sl_errf(err, errlen, SL_EINVAL, "rest: negative maximum upload size");
+    const char *bind = cfg->bind_address && cfg->bind_address[0] ? cfg->bind_address : "127.0.0.1";
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, bind, &sa.sin_addr) != 1)
+        return sl_errf(err, errlen, SL_EINVAL, "rest.bind-address: '%s' is not an IPv4 address", bind);
+    if (mkdirs(cfg->artifact_dir) < 0)
+        return sl_errf(err, errlen, SL_EIO, "rest: cannot create the artifact directory %s: %s", cfg->artifact_dir,
+                       strerror(errno));
+    sl_rest_t *r = sl_calloc(1, sizeof *r);
+    r->bind_address = sl_strdup(bind);
+    r->token = cfg->token && cfg->token[0] ? sl_strdup(cfg->token) : NULL;
+    r->dir = sl_strdup(cfg->artifact_dir);
+    r->version = sl_strdup(cfg->version ? cfg->version : "0.1.0");
+    r->max_upload = cfg->max_upload ? cfg->max_upload : SL_REST_DEFAULT_MAX_UPLOAD;
+    r->p = *p;
+    pthread_mutex_init(&r->mu, NULL);
+    scan_dir(r);
+    r->d = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, NULL, NULL, access_handler, r, MHD_OPTION_SOCK_ADDR,
+                            (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, request_completed, r,
+                            MHD_OPTION_UNESCAPE_CALLBACK, unescape, r, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)128,
+                            MHD_OPTION_END);
+    if (!r->d) {
+        int e = errno;
+        sl_rest_destroy(r);
+        return sl_errf(err, errlen, SL_EIO, "rest: cannot listen on %s:%d: %s", bind, port, strerror(e));
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(r->d, MHD_DAEMON_INFO_BIND_PORT);
+    pthread_mutex_lock(&r->mu); /* requests may already read it */
+    r->port = info ? info->port : port;
+    pthread_mutex_unlock(&r->mu);
+    *out = r;
+    return 0;
+}
+
+int sl_rest_port(const sl_rest_t *r) {
+    pthread_mutex_lock((pthread_mutex_t *)&r->mu);
+    int p = r->port;
+    pthread_mutex_unlock((pthread_mutex_t *)&r->mu);
+    return p;
+}
+
+void sl_rest_destroy(sl_rest_t *r) {
+    if (!r) return;
+    if (r->d) MHD_stop_daemon(r->d);
+    pthread_mutex_destroy(&r->mu);
+    sl_free(r->jars);
+    sl_free(r->bind_address);
+    sl_free(r->token);
+    sl_free(r->dir);
+    sl_free(r->version);
+    sl_free(r);
+}

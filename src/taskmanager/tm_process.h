@@ -1,0 +1,48 @@
+/*
+ * tm_process.h — a TaskManager process (Flink's TaskManagerRunner): it
+ * connects to the JobManager's RPC port, registers its slots and its data
+ * port, exchanges heartbeats, and hands the JobManager's messages to a
+ * TaskManager (taskmanager.h) on a worker thread of its own, so that a slow
+ * deployment (a restore, a sink's recovery) never delays a heartbeat.  It
+ * runs the data plane (net/data_plane.h) for channels to other TaskManagers.
+ *
+ * When it loses its JobManager — the connection fails, or no heartbeat
+ * came for heartbeat.timeout — it cancels its tasks and connects again
+ * every second, registering anew once the JobManager answers.
+ *
+ * Threads: the RPC loop thread (connection, heartbeats), the worker thread
+ * (deployments), the data plane's loop thread; new/destroy from the thread
+ * that owns the process.
+ */
+#ifndef SL_TM_PROCESS_H
+#define SL_TM_PROCESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "taskmanager/taskmanager.h"
+
+typedef struct sl_tm_process sl_tm_process_t;
+
+typedef struct sl_tm_process_config {
+    const char *id;                /* unique in the cluster, e.g. "tm-2" */
+    const char *jm_host;           /* jobmanager.rpc.address */
+    int jm_port;                   /* jobmanager.rpc.port */
+    const char *secret;            /* the cluster's shared secret */
+    const char *host;              /* taskmanager.host: the data port's bind and announced address */
+    int data_port;                 /* taskmanager.data.port, 0 = ephemeral */
+    int slots;                     /* taskmanager.numberOfTaskSlots */
+    int64_t heartbeat_interval_ms; /* heartbeat.interval */
+    int64_t heartbeat_timeout_ms;  /* heartbeat.timeout */
+    int (*resolve)(void *ctx, const sl_msg_deploy_t *d, const sl_plan_t **plan, const sl_job_code_t **code, char *err,
+                   size_t errlen);
+    void *resolve_ctx;
+} sl_tm_process_config_t;
+
+int sl_tm_process_new(const sl_tm_process_config_t *cfg, sl_tm_process_t **out, char *err, size_t errlen);
+/* Whether the JobManager has accepted the registration (any thread). */
+bool sl_tm_process_registered(sl_tm_process_t *p);
+int sl_tm_process_data_port(const sl_tm_process_t *p);
+void sl_tm_process_destroy(sl_tm_process_t *p);
+
+#endif
