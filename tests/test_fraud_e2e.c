@@ -28,6 +28,10 @@
  *                             windows come out; with idleness off they don't
  *   poison_records            skip / dead-letter / fail, with counts that add
  *                             up: records out + skipped + dead-lettered = in
+ *   cluster_kills             the same on a cluster of processes (a JobManager,
+ *                             TaskManagers with the seeds' placement), kill -9
+ *                             of random TaskManagers with replacements
+ *                             (SLUICE_FRAUD_CLUSTER_KILLS, default 10)
  *
  * Speed: the job is throttled (at most R records/s per source subtask), so
  * "the input cannot be finished before the last kill" is an upper bound on
@@ -42,6 +46,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "cluster_util.h"
 #include "test.h"
 #include "test_kafka_util.h"
 #include "test_postgres_util.h"
@@ -919,6 +924,85 @@ TEST(poison_records) {
     expect_free(&x);
 }
 
+
+/* ---- f: S1-S4 on a cluster ---- */
+
+/* The same pipeline, submitted with `sluice run` to a JobManager with four
+ * TaskManagers (two slots each): the Kafka source, the window and the two
+ * two-phase-commit sinks in three slot sharing groups, so three
+ * TaskManagers run one each (the seeds' placement) and records cross
+ * processes twice.  A random TaskManager is killed with kill -9 at random
+ * moments, a replacement started each time; the JobManager notices the
+ * failed connection, restarts the job from its latest checkpoint on the
+ * live TaskManagers, and the outputs are exactly the expected sets, with no
+ * prepared transaction left (SLUICE_FRAUD_CLUSTER_KILLS, default 10). */
+TEST(cluster_kills) {
+    run_t r;
+    run_init(&r, "fraud-cluster");
+    int kills = getenv("SLUICE_FRAUD_CLUSTER_KILLS") ? atoi(getenv("SLUICE_FRAUD_CLUSTER_KILLS")) : 10;
+    const int min_ms = 1000, max_ms = 2000;
+    r.throttle = 600;
+    double budget = (double)kills * max_ms / 1000.0 * r.throttle, share = (double)N * 5.0 / 11.0;
+    CHECK(budget < share * 0.9); /* no kill after the end of the input */
+    cluster_t c;
+    cl_cluster_init(&c, "fraud");
+    cl_start_jm(&c);
+    int next = 1;
+    for (int i = 0; i < 4; i++) cl_start_tm(&c, next++, 2, NULL, NULL);
+    CHECK(cl_wait_tms(&c, 4, 10000));
+    char args[6000], id[64], st[32];
+    snprintf(args, sizeof args,
+             "--bootstrap '%s' --events-topic '%s' --decisions-topic '%s' --late-topic '%s' --table '%s' "
+             "--job-id '%s' -p 2 --checkpoint-interval %lld --checkpoint-dir '%s' --retain 2 --restarts 1000 "
+             "--throttle %.0f --fetch-kb 8 --idle-timeout %lld --count-threshold %d --sum-threshold %.2f "
+             "--on-error fail --commit-log '%s' --dead-letter-topic '%s' --conninfo '%s' --bounded --groups",
+             bootstrap, r.input, r.decisions, r.late, r.table, r.job, (long long)r.interval, r.ckpt, r.throttle,
+             (long long)r.idle_timeout, COUNT_THRESHOLD, SUM_THRESHOLD, r.log, r.dlq, pgt_conninfo());
+    cl_submit_job(&c, SLUICE_FRAUD_KAFKA_JOB, "", args, id, sizeof id);
+    CHECK(id[0]);
+    CHECK(cl_wait_state(&c, id, "RUNNING", 20000, st, sizeof st));
+    /* the seeds' placement: each group on its own TaskManager */
+    CHECK(cl_wait_deployed(&c, 3, 30000));
+    int with_source = 0, with_window = 0, with_sinks = 0;
+    for (int i = 0; i < c.ntm; i++) {
+        with_source += cl_count_in(c.tm[i].log, "Source: events") > 0;
+        with_window += cl_count_in(c.tm[i].log, "count-sum-decide") > 0;
+        with_sinks += cl_count_in(c.tm[i].log, "decisions-to-kafka") > 0;
+        CHECK(cl_count_in(c.tm[i].log, "deploying job") <= 1);
+    }
+    CHECK(with_source == 1 && with_window == 1 && with_sinks == 1);
+    int killed = 0;
+    for (int k = 0; k < kills; k++) {
+        cl_sleep_ms(min_ms + rand() % (max_ms - min_ms));
+        cl_job_state(&c, id, st, sizeof st);
+        if (!strcmp(st, "FINISHED") || !strcmp(st, "FAILED")) break;
+        int live[MAX_PROCS], nlive = 0;
+        for (int i = 0; i < c.ntm; i++)
+            if (c.tm[i].pid > 0) live[nlive++] = i;
+        cl_stop(&c.tm[live[rand() % nlive]]);
+        killed++;
+        if (c.ntm < MAX_PROCS) cl_start_tm(&c, next++, 2, NULL, NULL);
+        else { /* reuse a dead slot for the replacement */
+            for (int i = 0; i < c.ntm; i++)
+                if (c.tm[i].pid <= 0) {
+                    int n = c.ntm;
+                    c.ntm = i;
+                    cl_start_tm(&c, next++, 2, NULL, NULL);
+                    c.ntm = n;
+                    break;
+                }
+        }
+    }
+    bool ok = cl_wait_state(&c, id, "FINISHED", 600000, st, sizeof st);
+    if (!ok) cl_dump_logs(&c);
+    fprintf(stderr, "  %d TaskManagers killed, job %s, %d restarts\n", killed, st,
+            cl_count_in(c.jm.log, "restarting from the latest checkpoint"));
+    CHECK(ok);
+    CHECK_EQ(killed, kills);
+    CHECK(verify_all(r.decisions, r.late, r.table, r.job, &want));
+    cl_cluster_stop(&c);
+}
+
 int main(void) {
     bootstrap = kt_bootstrap();
     pgt_conninfo();
@@ -942,6 +1026,7 @@ int main(void) {
     if (!only || strstr(only, "visible")) RUN(nothing_visible_before_completion);
     if (!only || strstr(only, "idle")) RUN(idle_partition_does_not_stall);
     if (!only || strstr(only, "poison")) RUN(poison_records);
+    if (!only || strstr(only, "cluster")) RUN(cluster_kills);
     expect_free(&want);
     TEST_MAIN_END();
 }

@@ -97,7 +97,24 @@ typedef struct fk_opts {
     double throttle;               /* max records/s per source subtask (0: none), so a run spans checkpoints */
     int fetch_kb;                  /* max.partition.fetch.bytes in KiB (0: librdkafka's) */
     const char *commit_log;        /* sinks append pre-commit/commit lines here (tests) */
+    bool groups;                   /* source, window and sinks in three slot sharing groups (a cluster) */
 } fk_opts_t;
+
+/* What the job's functions point to: it must outlive the job (fk_run keeps
+ * it on its stack; a cluster job, which outlives its build, in static
+ * storage). */
+struct fk_throttle {
+    double rate;
+    int64_t t0_ns, n;
+};
+struct fk_decide {
+    int64_t count_threshold;
+    double sum_threshold;
+};
+typedef struct fk_keep {
+    struct fk_throttle th;
+    struct fk_decide decide;
+} fk_keep_t;
 
 typedef struct fk_summary {
     int64_t records_out;   /* transactions the source emitted */
@@ -110,8 +127,16 @@ typedef struct fk_summary {
 } fk_summary_t;
 
 fk_opts_t fk_defaults(void);
+/* Builds the job on env (restoring from the latest checkpoint when
+ * o->restore); 0, or < 0 with a message in err. */
+int fk_build(sl_env_t *env, const fk_opts_t *o, fk_keep_t *keep, bool *restored, char *err, size_t errlen);
 /* Builds and runs the job (blocks); 0, or < 0 with a message in err. */
 int fk_run(const fk_opts_t *o, fk_summary_t *sum, char *err, size_t errlen);
+/* The options of `fraud_kafka produce` (produce) or `run` (argv[0] is the
+ * first option) into o / po; 0, or 2 after a message on stderr. */
+int fk_parse_args(bool produce, int argc, char **argv, fk_opts_t *o, struct fk_produce_opts *po, bool *no_pg);
+/* The options of `run` alone (--no-pg applied). */
+int fk_parse_run(int argc, char **argv, fk_opts_t *o);
 
 /* The job's name: its checkpoints are in <checkpoint_dir>/fraud-kafka/. */
 #define FK_JOB_NAME "fraud-kafka"

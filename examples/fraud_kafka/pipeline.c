@@ -29,6 +29,7 @@
 
 #include "fk_util.h"
 #include "fraud_kafka.h"
+#include "sluice/job.h"
 #include "sluice/postgres.h"
 
 fk_opts_t fk_defaults(void) {
@@ -63,10 +64,7 @@ typedef struct count_sum {
     double sum;
 } count_sum_t;
 
-typedef struct decide {
-    int64_t count_threshold;
-    double sum_threshold;
-} decide_t;
+typedef struct fk_decide decide_t; /* fraud_kafka.h: kept by the caller */
 
 static void cs_init(void *ctx, void *acc) { memset(acc, 0, sizeof(count_sum_t)); }
 
@@ -103,10 +101,7 @@ static int cs_result(void *ctx, const void *acc, const uint8_t *key, uint32_t ke
 
 /* ---- throttle: at most `rate` records/s per source subtask ---- */
 
-typedef struct throttle {
-    double rate;
-    int64_t t0_ns, n;
-} throttle_t;
+typedef struct fk_throttle throttle_t; /* fraud_kafka.h: kept by the caller */
 
 static void *th_clone(const void *c) {
     throttle_t *t = malloc(sizeof *t);
@@ -292,15 +287,15 @@ static const char *delivery_name(sl_delivery_t d) {
     return d == SL_DELIVERY_EXACTLY_ONCE ? "exactly-once" : d == SL_DELIVERY_AT_LEAST_ONCE ? "at-least-once" : "none";
 }
 
-int fk_run(const fk_opts_t *o, fk_summary_t *sum, char *err, size_t errlen) {
+int fk_build(sl_env_t *env, const fk_opts_t *o, fk_keep_t *keep, bool *restored, char *err, size_t errlen) {
     if (!o->bootstrap || !*o->bootstrap) return fk_errf(err, errlen, SL_EINVAL, "fraud-kafka: --bootstrap is required");
     if (o->delivery == SL_DELIVERY_EXACTLY_ONCE && o->checkpoint_interval_ms <= 0)
         return fk_errf(err, errlen, SL_EINVAL,
                        "fraud-kafka: exactly-once delivery needs checkpoints (--checkpoint-interval > 0)");
     if (o->parallelism < 1 || o->parallelism > 64)
         return fk_errf(err, errlen, SL_EINVAL, "fraud-kafka: parallelism %d is not in 1..64", o->parallelism);
-    memset(sum, 0, sizeof *sum);
-    sl_env_t *env = sl_env_new();
+    *restored = false;
+    sl_env_set_job_name(env, FK_JOB_NAME);
     sl_env_set_parallelism(env, o->parallelism);
     if (o->checkpoint_interval_ms > 0) {
         sl_env_enable_checkpointing(env, o->checkpoint_interval_ms, SL_CHECKPOINT_EXACTLY_ONCE);
@@ -313,11 +308,9 @@ int fk_run(const fk_opts_t *o, fk_summary_t *sum, char *err, size_t errlen) {
         snprintf(job, sizeof job, "%s/%s", o->checkpoint_dir, FK_JOB_NAME);
         if (has_checkpoint(job)) {
             if (sl_env_restore_from(env, job) != 0) {
-                int rc = fk_errf(err, errlen, SL_EINVAL, "fraud-kafka: restoring from %s: %s", job, sl_env_error(env));
-                sl_env_destroy(env);
-                return rc;
+                return fk_errf(err, errlen, SL_EINVAL, "fraud-kafka: restoring from %s: %s", job, sl_env_error(env));
             }
-            sum->restored = true;
+            *restored = true;
         }
     }
 
@@ -339,21 +332,22 @@ int fk_run(const fk_opts_t *o, fk_summary_t *sum, char *err, size_t errlen) {
     sl_watermark_strategy_t wm = sl_wm_bounded("ts", o->out_of_orderness_ms);
     wm.idle_timeout_ms = o->idle_timeout_ms;
     sl_stream_t *events = sl_uid(sl_from_source(env, sl_kafka_source(&so), wm, "events"), "events");
-    throttle_t th = {o->throttle, 0, 0}; /* cloned per subtask when the job starts */
+    if (o->groups) sl_slot_sharing_group(events, "source");
+    keep->th = (throttle_t){o->throttle, 0, 0}; /* cloned per subtask when the job starts */
     if (o->throttle > 0) {
         events = sl_uid(sl_map_ex(events, th_map,
-                                  (sl_fn_opts_t){.ctx = &th, .ctx_clone = th_clone, .ctx_free = th_free},
+                                  (sl_fn_opts_t){.ctx = &keep->th, .ctx_clone = th_clone, .ctx_free = th_free},
                                   sl_schema_ref(txn)),
                         "throttle");
     }
 
-    decide_t decide = {o->count_threshold, o->sum_threshold};
+    keep->decide = (decide_t){o->count_threshold, o->sum_threshold};
     sl_aggregate_fn_t count_and_sum = {.acc_size = sizeof(count_sum_t),
                                        .init = cs_init,
                                        .add = cs_add,
                                        .merge = cs_merge,
                                        .result = cs_result,
-                                       .ctx = &decide};
+                                       .ctx = &keep->decide};
     sl_windowed_t *w = sl_window(sl_key_by(events, "card_id"), sl_tumbling_event_time(o->window_ms, 0));
     sl_window_late_output(w, "late-transactions");
     sl_stream_t *decisions = sl_window_aggregate(
@@ -363,6 +357,7 @@ int fk_run(const fk_opts_t *o, fk_summary_t *sum, char *err, size_t errlen) {
                         "flagged BOOLEAN NOT NULL",
                         NULL, 0));
     sl_uid(sl_name(decisions, "count-sum-decide"), "card-window");
+    if (o->groups) sl_slot_sharing_group(decisions, "window");
 
     char prefix[256];
     sl_kafka_sink_opts_t ko = sl_kafka_sink_defaults();
@@ -373,8 +368,9 @@ int fk_run(const fk_opts_t *o, fk_summary_t *sum, char *err, size_t errlen) {
     snprintf(prefix, sizeof prefix, "%s-decisions", o->job_id);
     ko.transactional_id_prefix = prefix;
     ko.checkpoint_interval_ms = o->checkpoint_interval_ms;
-    sl_uid(sl_sink_to(decisions, tap(sl_kafka_sink(&ko), "kafka", o->commit_log), "decisions-to-kafka"),
-           "decisions-kafka");
+    sl_stream_t *k = sl_uid(sl_sink_to(decisions, tap(sl_kafka_sink(&ko), "kafka", o->commit_log), "decisions-to-kafka"),
+                            "decisions-kafka");
+    if (o->groups) sl_slot_sharing_group(k, "sinks");
     if (o->conninfo && *o->conninfo) {
         sl_pg_sink_opts_t po = sl_pg_sink_defaults();
         po.conninfo = o->conninfo;
@@ -382,8 +378,9 @@ int fk_run(const fk_opts_t *o, fk_summary_t *sum, char *err, size_t errlen) {
         po.job_id = o->job_id;
         po.operator_id = "decisions";
         po.create_table = true;
-        sl_uid(sl_sink_to(decisions, tap(sl_pg_sink(&po), "postgres", o->commit_log), "decisions-to-postgres"),
-               "decisions-pg");
+        k = sl_uid(sl_sink_to(decisions, tap(sl_pg_sink(&po), "postgres", o->commit_log), "decisions-to-postgres"),
+                   "decisions-pg");
+        if (o->groups) sl_slot_sharing_group(k, "sinks");
     }
     sl_stream_t *late = sl_side_output(decisions, "late-transactions");
     if (o->late_topic && *o->late_topic) {
@@ -392,11 +389,24 @@ int fk_run(const fk_opts_t *o, fk_summary_t *sum, char *err, size_t errlen) {
         lo.topic = o->late_topic;
         snprintf(lprefix, sizeof lprefix, "%s-late", o->job_id);
         lo.transactional_id_prefix = lprefix;
-        sl_uid(sl_sink_to(late, sl_kafka_sink(&lo), "late-to-kafka"), "late-kafka");
+        k = sl_uid(sl_sink_to(late, sl_kafka_sink(&lo), "late-to-kafka"), "late-kafka");
     } else {
-        sl_uid(sl_sink_to(late, sl_counting_sink(NULL), "late-count"), "late-kafka");
+        k = sl_uid(sl_sink_to(late, sl_counting_sink(NULL), "late-count"), "late-kafka");
     }
+    if (o->groups) sl_slot_sharing_group(k, "sinks");
+    sl_schema_unref(txn);
+    return 0;
+}
 
+int fk_run(const fk_opts_t *o, fk_summary_t *sum, char *err, size_t errlen) {
+    memset(sum, 0, sizeof *sum);
+    sl_env_t *env = sl_env_new();
+    fk_keep_t keep; /* on this stack: the job runs in this call */
+    int brc = fk_build(env, o, &keep, &sum->restored, err, errlen);
+    if (brc < 0) {
+        sl_env_destroy(env);
+        return brc;
+    }
     fprintf(stderr, "fraud-kafka: %s -> %s (%s)%s%s, p=%d, checkpoints every %" PRId64 " ms%s%s\n", o->events_topic,
             o->decisions_topic, delivery_name(o->delivery), o->conninfo && *o->conninfo ? " + table " : "",
             o->conninfo && *o->conninfo ? o->table : "", o->parallelism, o->checkpoint_interval_ms,
@@ -413,7 +423,6 @@ int fk_run(const fk_opts_t *o, fk_summary_t *sum, char *err, size_t errlen) {
         sl_env_operator_metrics(env, "late-kafka", &sum->late, NULL);
         sum->checkpoints = sl_env_checkpoints_completed(env);
     }
-    sl_schema_unref(txn);
     sl_env_destroy(env);
     return rc;
 }

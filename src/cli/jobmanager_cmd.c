@@ -40,6 +40,8 @@ int sl_cli_jobmanager(int argc, char **argv) {
                                  .rest_host = sl_cli_host(cfg.rest_bind_address),
                                  .rest_port = cfg.rest_port,
                                  .artifact_dir = artifacts,
+                                 /* the REST API's bearer token, as the client sends it */
+                                 .rest_token = getenv("SLUICE_REST_TOKEN"),
                                  .secret = cfg.internal_secret,
                                  .heartbeat_interval_ms = cfg.heartbeat_interval_ms,
                                  .heartbeat_timeout_ms = cfg.heartbeat_timeout_ms,

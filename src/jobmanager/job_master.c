@@ -292,6 +292,15 @@ static void on_task_state(sl_job_master_t *jm, sl_msg_task_state_t *s) {
             snprintf(jm->fail_msg, sizeof jm->fail_msg, "%s", s->message ? s->message : "task failed");
             snprintf(why, sizeof why, "%s", jm->fail_msg);
             cancel = true;
+        } else if (s->state == SL_TASK_CANCELED && !jm->failed && !jm->canceled) {
+            /* nobody asked for it (e.g. a channel to another TaskManager failed before the
+             * TaskManager said why): the attempt cannot complete */
+            jm->failed = true;
+            jm->fail_rc = SL_EIO;
+            snprintf(jm->fail_msg, sizeof jm->fail_msg, "subtask %d of vertex '%s' was cancelled on its TaskManager",
+                     s->task.subtask + 1, jm->plan->vertices[s->task.vertex < jm->plan->nvertices ? s->task.vertex : 0].name);
+            snprintf(why, sizeof why, "%s", jm->fail_msg);
+            cancel = true;
         }
         pthread_cond_broadcast(&jm->cv);
     } else if (!terminal && old < SL_TASK_FINISHED) {
