@@ -69,11 +69,9 @@ fraud_opts_t fraud_defaults(void) {
     return o;
 }
 
-int fraud_run(const fraud_opts_t *o, fraud_summary_t *sum, char *err, size_t errlen) {
-    sl_env_t *env = sl_env_new();
+int fraud_build(sl_env_t *env, const fraud_opts_t *o, char *err, size_t errlen) {
     if (o->config && sl_env_configure(env, o->config) < 0) {
         snprintf(err, errlen, "%s", sl_env_error(env));
-        sl_env_destroy(env);
         return SL_EINVAL;
     }
     sl_env_set_parallelism(env, o->parallelism);
@@ -81,7 +79,6 @@ int fraud_run(const fraud_opts_t *o, fraud_summary_t *sum, char *err, size_t err
     if (o->checkpoint_dir) sl_env_set_checkpoint_dir(env, o->checkpoint_dir);
     if (o->from_checkpoint && sl_env_restore_from(env, o->from_checkpoint) != 0) {
         snprintf(err, errlen, "%s", sl_env_error(env));
-        sl_env_destroy(env);
         return SL_EINVAL;
     }
 
@@ -116,7 +113,15 @@ int fraud_run(const fraud_opts_t *o, fraud_summary_t *sum, char *err, size_t err
     sl_stream_t *late = sl_side_output(windows, "late-transactions");
     sl_parallelism(sl_uid(sl_sink_to(late, sl_file_sink(o->late_output, SL_FMT_JSON), "late-events"), "late-sink"), 1);
     if (o->print) sl_sink_to(windows, sl_print_sink("window"), "print");
+    return 0;
+}
 
+int fraud_run(const fraud_opts_t *o, fraud_summary_t *sum, char *err, size_t errlen) {
+    sl_env_t *env = sl_env_new();
+    if (fraud_build(env, o, err, errlen) < 0) {
+        sl_env_destroy(env);
+        return SL_EINVAL;
+    }
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     int rc = sl_env_execute(env, "fraud-detection");

@@ -47,6 +47,9 @@ typedef struct fraud_summary {
 } fraud_summary_t;
 
 fraud_opts_t fraud_defaults(void);
+/* Builds the job on env (a cluster's processes each build it, sluice/job.h);
+ * on error returns < 0 with a message in err. */
+int fraud_build(sl_env_t *env, const fraud_opts_t *o, char *err, size_t errlen);
 /* Builds and runs the job; on error returns < 0 with a message in err. */
 int fraud_run(const fraud_opts_t *o, fraud_summary_t *sum, char *err, size_t errlen);
 

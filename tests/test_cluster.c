@@ -21,6 +21,8 @@
  *     refused; one whose build of the job differs refuses the deployment;
  *   - bad_control_frames: garbage, a newer version and a truncated message
  *     on the JobManager's RPC port, each refused by name;
+ *   - builtin_fraud_by_name: the S1 job built into `sluice`, run by name on
+ *     two TaskManagers, gives the embedded run's windows;
  *   - network_namespace_link_cut: a TaskManager behind a veth pair in its
  *     own network namespace, its link cut and restored.
  */
@@ -345,6 +347,69 @@ TEST(bad_control_frames) {
     cl_cluster_stop(&c);
 }
 
+/* The S1 job built into `sluice` (examples/fraud_job.c), run by name on two
+ * TaskManagers (`sluice run -m ... fraud ...`) and embedded (`sluice run
+ * ...`) on the same generated input: the same windows (sums compared to
+ * 1e-4: their order of addition differs). */
+static long long normalized_lines(const char *dir, char **out, long long cap) {
+    int hidden;
+    long long n = wo_read_lines(dir, out, cap, &hidden);
+    for (long long i = 0; i < n; i++) {
+        char *at = strstr(out[i], "\"total_amount\":");
+        if (!at) continue;
+        double v = strtod(at + 15, NULL);
+        char b[600];
+        snprintf(b, sizeof b, "%.*s\"total_amount\":%.4f}", (int)(at - out[i]), out[i], v);
+        free(out[i]);
+        out[i] = strdup(b);
+    }
+    if (n > 0) qsort(out, (size_t)n, sizeof *out, wo_cmp_str);
+    return hidden ? -1 : n;
+}
+
+TEST(builtin_fraud_by_name) {
+    cluster_t c;
+    cl_cluster_init(&c, "builtin");
+    cl_start_jm(&c);
+    for (int i = 1; i <= 2; i++) cl_start_tm(&c, i, 1, NULL, NULL);
+    CHECK(cl_wait_tms(&c, 2, 10000));
+    char cmd[4096], id[64] = "", st[32], line[512];
+    snprintf(cmd, sizeof cmd,
+             "%s run -d -m 127.0.0.1:%d fraud --events 300000 --late-fraction 0 --exactly-once-output %s/eo "
+             "--checkpoint-interval 100 --checkpoint-dir %s/ck --late-output %s/late.jsonl 2>&1",
+             SLUICE_BIN, c.rest_port, c.dir, c.dir, c.dir);
+    FILE *f = popen(cmd, "r");
+    while (f && fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, "JobID ");
+        if (at) sscanf(at + 6, "%63s", id);
+    }
+    if (f) pclose(f);
+    CHECK(id[0]);
+    bool ok = cl_wait_state(&c, id, "FINISHED", 60000, st, sizeof st);
+    if (!ok) cl_dump_logs(&c);
+    CHECK(ok);
+    snprintf(cmd, sizeof cmd,
+             "%s run --events 300000 --late-fraction 0 --exactly-once-output %s/eo-embedded --checkpoint-interval 100 "
+             "--checkpoint-dir %s/ck-embedded --late-output %s/late-embedded.jsonl >/dev/null 2>&1",
+             SLUICE_BIN, c.dir, c.dir, c.dir);
+    CHECK_EQ(system(cmd), 0);
+    enum { CAP = 200000 };
+    char **a = calloc(CAP, sizeof *a), **b = calloc(CAP, sizeof *b);
+    char da[1200], db[1200];
+    snprintf(da, sizeof da, "%s/eo", c.dir);
+    snprintf(db, sizeof db, "%s/eo-embedded", c.dir);
+    long long na = normalized_lines(da, a, CAP), nb = normalized_lines(db, b, CAP);
+    fprintf(stderr, "  cluster %lld window rows, embedded %lld\n", na, nb);
+    CHECK(na > 1000);
+    CHECK_EQ(na, nb);
+    for (long long i = 0; i < na; i++) CHECK_STR(a[i], b[i]);
+    for (long long i = 0; i < na; i++) free(a[i]);
+    for (long long i = 0; i < nb; i++) free(b[i]);
+    free(a);
+    free(b);
+    cl_cluster_stop(&c);
+}
+
 /* A TaskManager on its own "host": a network namespace joined to this one
  * by a veth pair (10.213.0.1 here, 10.213.0.2 there).  Its link is cut
  * (ip link set down: no reset, the packets just stop) -> the JobManager
@@ -431,6 +496,7 @@ int main(void) {
     RUN(too_few_slots);
     RUN(wrong_secret_and_plan_mismatch);
     RUN(bad_control_frames);
+    RUN(builtin_fraud_by_name);
     RUN(network_namespace_link_cut);
     return sl_test_failures ? 1 : 0;
 }

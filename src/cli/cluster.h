@@ -12,6 +12,8 @@ int sl_cli_taskmanager(int argc, char **argv);
 int sl_cli_cluster_parse(const char *cmd, int argc, char **argv, sl_config_t *cfg, const char **id);
 /* "localhost" as an address to bind or connect to: 127.0.0.1. */
 const char *sl_cli_host(const char *h);
+/* Registers the jobs compiled into `sluice` (builtin_jobs.c). */
+void sl_cli_register_builtin_jobs(void);
 /* Returns when SIGTERM or SIGINT arrives. */
 void sl_cli_wait_for_signal(void);
 

@@ -28,6 +28,7 @@ int sl_cli_jobmanager(int argc, char **argv) {
     sl_config_t cfg;
     sl_config_defaults(&cfg);
     int rc = sl_cli_cluster_parse("jobmanager", argc, argv, &cfg, NULL);
+    sl_cli_register_builtin_jobs();
     if (rc) {
         sl_config_free(&cfg);
         return rc;

@@ -49,6 +49,7 @@ int sl_cli_taskmanager(int argc, char **argv) {
     sl_config_defaults(&cfg);
     const char *id = NULL;
     int rc = sl_cli_cluster_parse("taskmanager", argc, argv, &cfg, &id);
+    sl_cli_register_builtin_jobs();
     if (rc) {
         sl_config_free(&cfg);
         return rc;
