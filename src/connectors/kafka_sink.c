@@ -145,6 +145,19 @@ static int produce(kk_writer_t *w, rd_kafka_topic_t *rkt, const void *key, size_
             if (rc) return rc;
             continue;
         }
+        if (e == RD_KAFKA_RESP_ERR__FATAL) { /* say what the fatal error was: a fence shows up here too */
+            char fe[512] = "";
+            rd_kafka_resp_err_t fc = rd_kafka_fatal_error(w->rk, fe, sizeof fe);
+            if (fc == RD_KAFKA_RESP_ERR__FENCED || fc == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+                fc == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH)
+                return sl_errf(err, errlen, SL_EIO,
+                               "kafka sink: producing to topic '%s': producer '%s' was fenced — another producer with "
+                               "the same transactional.id started, or the transaction outlived "
+                               "transaction.timeout.ms (%" PRId64 " ms): %s",
+                               rd_kafka_topic_name(rkt), w->txn_id, w->ctx->eff_timeout_ms, fe);
+            return sl_errf(err, errlen, SL_EIO, "kafka sink: cannot produce to topic '%s': fatal producer error: %s",
+                           rd_kafka_topic_name(rkt), fe[0] ? fe : rd_kafka_err2str(e));
+        }
         if (e)
             return sl_errf(err, errlen, SL_EIO, "kafka sink: cannot produce to topic '%s': %s", rd_kafka_topic_name(rkt),
                            rd_kafka_err2str(e));
