@@ -67,7 +67,21 @@ static const char *cl_g_netns __attribute__((unused)); /* the next process start
 
 /* Starts `sluice ARGS...` with stderr (and stdout) to log (in cl_g_netns
  * when set: `ip netns exec NS sluice ARGS...`). */
+/* Every process a test started, killed when the test binary exits, so that
+ * a test that returns early on a failed CHECK leaves none behind. */
+static pid_t cl_pids[256] __attribute__((unused));
+static int cl_npids __attribute__((unused));
+static inline void cl_kill_all(void) {
+    for (int i = 0; i < cl_npids; i++) {
+        kill(cl_pids[i], SIGCONT);
+        if (kill(cl_pids[i], SIGKILL) == 0) waitpid(cl_pids[i], NULL, 0);
+    }
+    cl_npids = 0;
+}
+
 static inline pid_t cl_spawn(const char *log, char *const argv[]) {
+    static bool at_exit;
+    if (!at_exit) at_exit = atexit(cl_kill_all) == 0;
     pid_t pid = fork();
     if (pid == 0) {
         FILE *f = freopen(log, "a", stderr);
@@ -83,6 +97,7 @@ static inline pid_t cl_spawn(const char *log, char *const argv[]) {
         execv(SLUICE_BIN, argv);
         _exit(127);
     }
+    if (pid > 0 && cl_npids < 256) cl_pids[cl_npids++] = pid;
     return pid;
 }
 
@@ -232,6 +247,8 @@ static inline void cl_stop(proc_t *p) {
     kill(p->pid, SIGCONT);
     kill(p->pid, SIGKILL);
     waitpid(p->pid, NULL, 0);
+    for (int i = 0; i < cl_npids; i++) /* reaped: never signal its pid again */
+        if (cl_pids[i] == p->pid) cl_pids[i--] = cl_pids[--cl_npids];
     p->pid = 0;
 }
 
