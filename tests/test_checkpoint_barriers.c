@@ -426,8 +426,8 @@ TEST(channel_priority_event) {
 static int64_t triggered, done, aborted_n;
 static char fail_msg[512];
 static atomic_int failed_flag;
-static void h_trigger(void *c, int64_t id, int64_t ts) { triggered++; }
-static void h_complete(void *c, int64_t id) { done++; }
+static void h_trigger(void *c, int64_t id, int64_t ts, int kind) { triggered++; }
+static void h_complete(void *c, int64_t id, int kind) { done++; }
 static void h_aborted(void *c, int64_t id, const char *why) { aborted_n++; }
 static void h_fail(void *c, const char *why) {
     snprintf(fail_msg, sizeof fail_msg, "%s", why);

@@ -27,6 +27,8 @@ static const char *ALL_FLAT =
     "execution.checkpointing.incremental: true\n"
     "execution.checkpointing.dir: /tmp/ckpt\n"
     "execution.checkpointing.savepoint-dir: /tmp/sp\n"
+    "execution.savepoint.path: /tmp/sp/savepoint-1\n"
+    "execution.savepoint.ignore-unclaimed-state: true\n"
     "execution.checkpointing.num-retained: 5\n"
     "execution.checkpointing.externalized-checkpoint-retention: RETAIN_ON_CANCELLATION\n"
     "state.backend.type: rocksdb\n"
@@ -87,6 +89,9 @@ static const char *ALL_NESTED =
     "    savepoint-dir: '/tmp/sp'\n"
     "    num-retained: 5\n"
     "    externalized-checkpoint-retention: retain_on_cancellation\n"
+    "  savepoint:\n"
+    "    path: /tmp/sp/savepoint-1\n"
+    "    ignore-unclaimed-state: TRUE\n"
     "state:\n"
     "  backend:\n"
     "    type: RocksDB\n"
@@ -161,6 +166,7 @@ static const char *ALL_MIXED =
     "    savepoint-dir: /tmp/sp\n"
     "    num-retained: 5\n"
     "    externalized-checkpoint-retention: RETAIN_ON_CANCELLATION\n"
+    "  savepoint: {path: /tmp/sp/savepoint-1, ignore-unclaimed-state: true}\n"
     "state.backend: {type: rocksdb, rocksdb: {localdir: /tmp/rdb, block.cache-size: 256 mb, writebuffer: {size: 32 mb}}}\n"
     "restart-strategy: {type: exponential-delay, fixed-delay: {attempts: 7, delay: 3 s}}\n"
     "restart-strategy.exponential-delay:\n"
@@ -466,7 +472,7 @@ TEST(flat_nested_mixed_equal) {
         CHECK(cmt && cmt < eol); /* and says where it came from */
         CHECK(strncmp(in_flat + 1, line, strlen(line)) != 0);
     }
-    CHECK_EQ(keys, 49);
+    CHECK_EQ(keys, 51);
     sl_buf_free(&a);
     sl_buf_free(&b);
 
@@ -491,7 +497,7 @@ TEST(format_round_trip) {
     sl_buf_t out = {0};
     sl_config_format(&c, &out);
     CHECK_CONTAINS((const char *)out.p, "execution.checkpointing.interval: 10 s  # from t.yaml:11\n");
-    CHECK_CONTAINS((const char *)out.p, "taskmanager.memory.segment-size: 64 kb  # from t.yaml:58\n");
+    CHECK_CONTAINS((const char *)out.p, "taskmanager.memory.segment-size: 64 kb  # from t.yaml:61\n");
     CHECK_CONTAINS((const char *)out.p, "jobmanager.rpc.address: \"a \\\"quoted\\\" name: # with\\ttab\\nnewline\"  # from -D\n");
     CHECK_EQ(load(&back, (const char *)out.p), 0);
     CHECK(sl_config_equal(&c, &back));
@@ -827,7 +833,7 @@ TEST(validate_cross_key_rules) {
     CHECK_EQ(sl_config_validate(&c, ERR, sizeof ERR), SL_EINVAL);
     CHECK_CONTAINS(ERR, "EXACTLY_ONCE, but it is AT_LEAST_ONCE");
     CHECK_CONTAINS(ERR, "\n");
-    CHECK_CONTAINS(ERR, "-D: heartbeat.timeout 10 ms is less than heartbeat.interval 1 s (set at t.yaml:47)");
+    CHECK_CONTAINS(ERR, "-D: heartbeat.timeout 10 ms is less than heartbeat.interval 1 s (set at t.yaml:49)");
     sl_config_free(&c);
 }
 
@@ -841,7 +847,7 @@ TEST(help_lists_every_key) {
     CHECK_CONTAINS(t, "allowed: one of EXACTLY_ONCE, AT_LEAST_ONCE (any case)\n");
     int keys = 0;
     for (const char *p = t; (p = strstr(p, "\n    allowed: ")); p++) keys++;
-    CHECK_EQ(keys, 49);
+    CHECK_EQ(keys, 51);
     sl_buf_free(&h);
 }
 

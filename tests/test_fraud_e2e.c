@@ -32,13 +32,15 @@
  *                             TaskManagers with the seeds' placement), kill -9
  *                             of random TaskManagers with replacements
  *                             (SLUICE_FRAUD_CLUSTER_KILLS, default 10)
+ *   savepoint_upgrade         S5 on a cluster: stop with a savepoint (with and
+ *                             without --drain), version 2 with a new stateful
+ *                             operator from it at another parallelism
  *
  * Speed: the job is throttled (at most R records/s per source subtask), so
  * "the input cannot be finished before the last kill" is an upper bound on
- * progress that a slow machine only makes safer.  Kills after the end of a
- * bounded input are avoided on purpose: the engine takes no final
- * checkpoint yet (see README), so what the sinks commit at the end is
- * covered by no checkpoint. */
+ * progress that a slow machine only makes safer.  Kills after the end of the
+ * bounded input are tested at two fault points (kill_in_each_2pc_window):
+ * before the final checkpoint and after it committed. */
 #include <dirent.h>
 #include <jansson.h>
 #include <signal.h>
@@ -614,6 +616,8 @@ TEST(kill_in_each_2pc_window) {
         {"after-precommit", "sink.after-precommit:24", 2, true}, /* the last sink of checkpoint 4 */
         {"completed-not-committed", "checkpoint.completed-before-notify:3", 3, true}, /* restored at p=3 */
         {"during-commit", "sink.during-commit:5", 2, false},
+        {"after-end-of-data", "task.after-end-of-data:1", 2, false},       /* before the final checkpoint */
+        {"after-final-checkpoint", "task.after-final-checkpoint:1", 3, false}, /* committed, not ended */
     };
     const char *only = getenv("SLUICE_FRAUD_ONLY");
     for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
@@ -1003,6 +1007,191 @@ TEST(cluster_kills) {
     cl_cluster_stop(&c);
 }
 
+/* ---- S5: stop with a savepoint, upgrade, restore ---- */
+
+/* Records of topic not yet covered by the consumer group's committed
+ * offsets (the Kafka source commits its checkpointed positions there). */
+static int64_t group_lag(const char *group, const char *topic) {
+    char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap, err, sizeof err);
+    rd_kafka_conf_set(conf, "group.id", group, err, sizeof err);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+    if (!rk) return -1;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(PARTITIONS);
+    for (int p = 0; p < PARTITIONS; p++) rd_kafka_topic_partition_list_add(l, topic, p);
+    int64_t lag = -1;
+    if (rd_kafka_committed(rk, l, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        lag = 0;
+        for (int p = 0; p < PARTITIONS; p++) {
+            int64_t lo = 0, hi = 0;
+            if (rd_kafka_query_watermark_offsets(rk, topic, p, &lo, &hi, 10000)) {
+                lag = -1;
+                break;
+            }
+            int64_t c = l->elems[p].offset;
+            lag += hi - (c >= 0 ? c : lo);
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+    rd_kafka_destroy(rk);
+    return lag;
+}
+
+/* fraud_kafka produce into topic: n transactions, no late ones, event time
+ * from start_min minutes after the default start over span_min minutes. */
+static bool produce_part(const char *topic, long long n, int seed, int start_min, int span_min) {
+    char cmd[1600];
+    snprintf(cmd, sizeof cmd,
+             "'%s' produce --bootstrap '%s' --topic '%s' --events %lld --seed %d --late-per-mille 0 --start-min %d "
+             "--span-min %d >/dev/null",
+             SLUICE_FRAUD_KAFKA, bootstrap, topic, n, seed, start_min, span_min);
+    return system(cmd) == 0;
+}
+
+/* The committed decisions (topic and table) so far. */
+static int64_t committed_decisions(const run_t *r, dec_t **topic_rows, dec_t **table_rows, int64_t *ntable) {
+    int64_t bad = 0;
+    int64_t n = read_decisions(r->decisions, topic_rows, &bad);
+    PGconn *c = pgt_connect();
+    *ntable = read_table(c, r->table, table_rows);
+    PQfinish(c);
+    return bad ? -1 : n;
+}
+
+/* Scenario S5 on a cluster against the real Kafka and PostgreSQL: version 1
+ * of the fraud job runs unbounded over the first half of the input; once it
+ * has checkpointed all of it, `sluice stop --savepointPath DIR [--drain]`;
+ * the second half is produced; version 2 — a new keyed operator with state
+ * of its own between the window and the sinks — starts from the savepoint
+ * with `sluice run -s` at parallelism 3 and runs to the end.  The committed
+ * output over both versions must equal the expected set of the whole input,
+ * with no duplicate and no gap, and nothing may be left prepared.
+ *   drain: the halves are an hour apart; right after the stop the output is
+ *     exactly the expected set of the first half (every window fired).
+ *   no drain: the second half continues the first's last window; right after the
+ *     stop only windows the watermark passed are out, and after the upgrade
+ *     windows open at the stop hold both versions' transactions. */
+static void savepoint_case(bool drain) {
+    run_t r;
+    run_init(&r, drain ? "s5-drain" : "s5-nodrain");
+    char topic[160], t1[170];
+    snprintf(topic, sizeof topic, "%s-in", r.decisions);
+    snprintf(t1, sizeof t1, "%s-in1", r.decisions);
+    const long long N1 = 12000, N2 = 12000;
+    /* no drain: the second half starts two minutes before the first ends, so the
+     * windows open at the stop ([55, 60) min) get transactions of both versions */
+    const int span = 60, start2 = drain ? span + 60 : span - 2;
+    CHECK(kt_create_topic(topic, PARTITIONS) == 0);
+    CHECK(kt_create_topic(t1, PARTITIONS) == 0);
+    CHECK(produce_part(topic, N1, 7, 0, span));
+    CHECK(produce_part(t1, N1, 7, 0, span)); /* the same records: the first half's expected set */
+    expect_t e1;
+    CHECK(compute_expected(t1, &e1));
+    r.input = topic;
+    cluster_t c;
+    cl_cluster_init(&c, drain ? "s5-drain" : "s5-nodrain");
+    cl_start_jm(&c);
+    for (int i = 1; i <= 2; i++) cl_start_tm(&c, i, 4, NULL, NULL);
+    CHECK(cl_wait_tms(&c, 2, 10000));
+    char common[6000], args[6400], id[64], st[32], spdir[1200];
+    snprintf(spdir, sizeof spdir, "%s/%s-savepoints", sl_test_tmpdir(), r.job);
+    snprintf(common, sizeof common,
+             "--bootstrap '%s' --events-topic '%s' --decisions-topic '%s' --late-topic '%s' --table '%s' "
+             "--job-id '%s' --checkpoint-interval 300 --checkpoint-dir '%s' --retain 2 --restarts 0 "
+             "--fetch-kb 8 --idle-timeout 1000 --count-threshold %d --sum-threshold %.2f --on-error fail "
+             "--conninfo '%s'",
+             bootstrap, r.input, r.decisions, r.late, r.table, r.job, r.ckpt, COUNT_THRESHOLD, SUM_THRESHOLD,
+             pgt_conninfo());
+    snprintf(args, sizeof args, "%s -p 2", common); /* version 1, unbounded */
+    cl_submit_job(&c, SLUICE_FRAUD_KAFKA_JOB, "", args, id, sizeof id);
+    CHECK(id[0]);
+    CHECK(cl_wait_state(&c, id, "RUNNING", 20000, st, sizeof st));
+    int64_t lag = -1;
+    for (int i = 0; i < 1200 && lag != 0; i++) { /* until a checkpoint covers the whole first half */
+        cl_sleep_ms(100);
+        lag = group_lag(r.job, topic);
+    }
+    CHECK_EQ(lag, 0);
+    if (!drain) { /* and until windows the watermark passed are out (once the idle partition is idle) */
+        int64_t n = 0;
+        for (int i = 0; i < 300 && n <= 0; i++) {
+            cl_sleep_ms(100);
+            dec_t *kt0 = NULL;
+            int64_t bad = 0;
+            n = read_decisions(r.decisions, &kt0, &bad);
+            free(kt0);
+        }
+        CHECK(n > 0);
+    }
+
+    char cmd[3000], line[5000], sp[4300] = "";
+    snprintf(cmd, sizeof cmd, "%s stop -m 127.0.0.1:%d --savepointPath '%s' %s %s 2>&1", SLUICE_BIN, c.rest_port, spdir,
+             drain ? "--drain" : "", id);
+    FILE *f = popen(cmd, "r");
+    while (f && fgets(line, sizeof line, f)) {
+        fprintf(stderr, "  sluice stop: %s", line);
+        const char *at = strstr(line, "Path: file:");
+        if (at) sscanf(at + 11, "%4299s", sp);
+    }
+    int stop_rc = f ? pclose(f) : -1;
+    CHECK_EQ(stop_rc, 0);
+    CHECK(sp[0] == '/');
+    CHECK(cl_wait_state(&c, id, "FINISHED", 30000, st, sizeof st)); /* a stopped job finished */
+    PGconn *pg = pgt_connect();
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "sl:%s:", r.job);
+    CHECK_EQ(pgt_prepared(pg, prefix), 0); /* the stop committed the savepoint's transactions */
+    PQfinish(pg);
+    dec_t *kt = NULL, *tb = NULL;
+    int64_t ntb = 0, nkt = committed_decisions(&r, &kt, &tb, &ntb);
+    fprintf(stderr, "  after the stop: %lld rows in the topic, %lld in the table, %lld in the first half's set\n",
+            (long long)nkt, (long long)ntb, (long long)e1.ndec);
+    if (drain) {
+        CHECK(same_decisions("drained topic", kt, nkt, e1.dec, e1.ndec));
+        CHECK(same_decisions("drained table", tb, ntb, e1.dec, e1.ndec));
+    } else { /* only what the watermark passed, and nothing that is not in the first half's set */
+        CHECK(nkt > 0 && nkt < e1.ndec);
+        CHECK_EQ(contained(kt, nkt, e1.dec, e1.ndec), nkt);
+        CHECK_EQ(contained(tb, ntb, e1.dec, e1.ndec), ntb);
+    }
+    free(kt);
+    free(tb);
+
+    CHECK(produce_part(topic, N2, 8, start2, span));
+    expect_t all;
+    CHECK(compute_expected(topic, &all));
+    snprintf(args, sizeof args, "%s -p 3 --bounded --v2", common); /* version 2 */
+    char opts[4400];
+    snprintf(opts, sizeof opts, "-s '%s'", sp);
+    cl_submit_job(&c, SLUICE_FRAUD_KAFKA_JOB, opts, args, id, sizeof id);
+    CHECK(id[0]);
+    bool ok = cl_wait_state(&c, id, "FINISHED", 300000, st, sizeof st);
+    if (!ok) cl_dump_logs(&c);
+    CHECK(ok);
+    CHECK(verify_all(r.decisions, r.late, r.table, r.job, &all));
+    if (!drain) { /* some windows hold transactions of both versions */
+        int64_t both = 0;
+        for (int64_t i = 0, j = 0; i < e1.ndec && j < all.ndec;) {
+            int cmp = cmp_dec(&e1.dec[i], &all.dec[j]);
+            if (cmp == 0) both += all.dec[j].count > e1.dec[i].count;
+            if (cmp <= 0) i++;
+            if (cmp >= 0) j++;
+        }
+        fprintf(stderr, "  %lld windows counted transactions of both versions\n", (long long)both);
+        CHECK(both > 0);
+    }
+    CHECK(cl_count_in(c.tm[0].log, "card-history") + cl_count_in(c.tm[1].log, "card-history") > 0);
+    expect_free(&all);
+    expect_free(&e1);
+    cl_cluster_stop(&c);
+}
+
+TEST(savepoint_upgrade) {
+    savepoint_case(true);
+    savepoint_case(false);
+}
+
 int main(void) {
     bootstrap = kt_bootstrap();
     pgt_conninfo();
@@ -1027,6 +1216,7 @@ int main(void) {
     if (!only || strstr(only, "idle")) RUN(idle_partition_does_not_stall);
     if (!only || strstr(only, "poison")) RUN(poison_records);
     if (!only || strstr(only, "cluster")) RUN(cluster_kills);
+    if (!only || strstr(only, "savepoint")) RUN(savepoint_upgrade);
     expect_free(&want);
     TEST_MAIN_END();
 }

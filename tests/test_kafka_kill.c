@@ -98,6 +98,8 @@ TEST(kill_in_each_2pc_window) {
         {"k-after-precommit", "sink.after-precommit:5", NULL},
         {"k-during-commit", "sink.during-commit:3", NULL},
         {"k-rescale-2-to-3", "checkpoint.completed-before-notify:4", "--p=3"},
+        {"k-after-end-of-data", "task.after-end-of-data:1", NULL},
+        {"k-after-final-checkpoint", "task.after-final-checkpoint:1", NULL},
     };
     const char *only = getenv("SLUICE_KAFKA_KILL_ONLY");
     for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {

@@ -192,7 +192,10 @@ TEST(kill9_exactly_once) {
 /* A kill inside each window of the two-phase commit, then recovery. */
 TEST(kill9_in_each_2pc_window) {
     static const char *points[] = {"sink.before-precommit:3", "sink.after-precommit:3",
-                                   "checkpoint.completed-before-notify:2", "sink.during-commit:2"};
+                                   "checkpoint.completed-before-notify:2", "sink.during-commit:2",
+                                   /* after the end of the bounded input (FLIP-147): before the final
+                                    * checkpoint, and after it committed but before the job ended */
+                                   "task.after-end-of-data:1", "task.after-final-checkpoint:1"};
     for (size_t i = 0; i < sizeof points / sizeof points[0]; i++) {
         const long long N = 60000;
         char out[1024], ckpt[1024];

@@ -77,7 +77,7 @@ TEST(round_trip_and_topology) {
     CHECK_EQ(p->ntasks, 1 + 2 + 2);
     CHECK_EQ(p->first_task[2], 3);
     CHECK(strcmp(p->nodes[1].uid, "the-map") == 0 && p->nodes[1].has_user_uid);
-    CHECK(strcmp(p->nodes[2].uid, "node-2") == 0 && !p->nodes[2].has_user_uid);
+    CHECK(!p->nodes[2].has_user_uid && strncmp(p->nodes[2].uid, "map-", 4) == 0 && strlen(p->nodes[2].uid) == 20);
     int chained = 0, rebalance = 0;
     for (int e = 0; e < p->nedges; e++) {
         chained += p->edges[e].chained;
@@ -402,8 +402,50 @@ TEST(handshake) {
     CHECK(strstr(err, "version 9") != NULL);
 }
 
+/* src -> [filter] -> map -> map -> sink, and optionally a second branch
+ * src -> map -> sink2 added after it; parallelism p. */
+static sl_env_t *uid_job(int p, bool insert_filter, bool branch) {
+    sl_env_t *env = sl_env_new();
+    sl_env_set_parallelism(env, p);
+    collected_t *c = collected_new();
+    sl_env_own(env, c, (void (*)(void *))collected_free);
+    sl_stream_t *s = sl_from_source(env, counter_source(100, 1), sl_wm_none(), "seq");
+    sl_stream_t *x = insert_filter ? sl_map(s, noop_map, NULL, NULL) : s;
+    sl_stream_t *m1 = sl_map(x, noop_map, NULL, NULL), *m2 = sl_map(m1, noop_map, NULL, NULL);
+    sl_sink_to(m2, collect_sink(c), "sink");
+    if (branch) sl_sink_to(sl_map(s, noop_map, NULL, NULL), collect_sink(c), "sink");
+    return env;
+}
+
+static void uids_of(sl_env_t *env, char out[][64], int cap) {
+    sl_job_code_t code;
+    sl_plan_t *p = plan_of(env, &code);
+    for (int i = 0; i < p->nnodes && i < cap; i++) snprintf(out[i], 64, "%s", p->nodes[i].uid);
+    sl_plan_free(p);
+    sl_free(p);
+    sl_job_code_free(&code);
+    sl_env_destroy(env);
+}
+
+/* A derived uid depends on the node's place in the graph: not on
+ * parallelism, not on a branch added elsewhere; it changes when what is
+ * upstream changes; equal-looking siblings get different ones. */
+TEST(derived_uids_are_stable) {
+    char a[8][64], b[8][64], c[8][64];
+    uids_of(uid_job(2, false, false), a, 8); /* seq, map, map, sink */
+    uids_of(uid_job(4, false, true), b, 8);  /* the same, then map, sink */
+    uids_of(uid_job(2, true, false), c, 8);  /* seq, map (inserted), map, map, sink */
+    for (int i = 0; i < 4; i++) CHECK(strcmp(a[i], b[i]) == 0);
+    CHECK(strcmp(b[4], a[1]) != 0); /* the branch's map reads seq too, like a[1]: an index tells them apart */
+    CHECK(strcmp(b[5], a[3]) != 0); /* two sinks named "sink" */
+    CHECK(strcmp(c[0], a[0]) == 0);
+    CHECK(strcmp(c[2], a[1]) != 0 && strcmp(c[3], a[2]) != 0 && strcmp(c[4], a[3]) != 0);
+    CHECK(strncmp(a[1], "map-", 4) == 0);
+}
+
 int main(void) {
     RUN(round_trip_and_topology);
+    RUN(derived_uids_are_stable);
     RUN(fingerprint_follows_what_runs);
     RUN(slot_sharing_groups);
     RUN(decoder_refusals);

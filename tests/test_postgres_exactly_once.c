@@ -155,12 +155,13 @@ TEST(kill_in_each_2pc_window) {
         {"sink.after-precommit:5", "--p=2"},
         {"checkpoint.completed-before-notify:3", "--p=3"}, /* resumed at another parallelism */
         {"sink.during-commit:3", "--p=2"},
+        {"task.after-end-of-data:1", "--p=2"},     /* the input ended, the final checkpoint not taken */
+        {"task.after-final-checkpoint:1", "--p=3"}, /* it committed, the job had not ended */
     };
     PGconn *c = pgt_connect();
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        /* long enough that every kill point is far from the end of input:
-         * what a sink commits at its end (finish) is covered by no
-         * checkpoint yet (see sluice/postgres.h) */
+        /* long enough that the sink's fault points are passed before the
+         * end of input (the last two cases kill after it) */
         const long long N = 120000;
         char table[64], job[64], ckpt[1024];
         snprintf(table, sizeof table, "eo_fault%zu", k);

@@ -98,6 +98,9 @@ typedef struct fk_opts {
     int fetch_kb;                  /* max.partition.fetch.bytes in KiB (0: librdkafka's) */
     const char *commit_log;        /* sinks append pre-commit/commit lines here (tests) */
     bool groups;                   /* source, window and sinks in three slot sharing groups (a cluster) */
+    bool v2;                       /* version 2 (scenario S5): a keyed operator with state of its own
+                                    * ("card-history": windows seen per card) between the window and
+                                    * the sinks; the output is the same */
 } fk_opts_t;
 
 /* What the job's functions point to: it must outlive the job (fk_run keeps

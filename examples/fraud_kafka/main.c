@@ -66,6 +66,7 @@ static void usage(FILE *f) {
             "  --seed N                (default 42)\n"
             "  --idle-partition P      partition that gets nothing (default 11; -1 none)\n"
             "  --span-min M            event time covered per partition, minutes (default 120)\n"
+            "  --start-min M           event time starts M minutes after 2026-01-01T00:00Z (default 0)\n"
             "  --late-per-mille L      late transactions, a day behind (default 10)\n"
             "  --poison N              records that are not transactions (default 0)\n"
             "  --rate R                records/s (default: as fast as possible)\n"
@@ -96,7 +97,10 @@ static void usage(FILE *f) {
             "  --restarts N            restarts inside the process (default 3; 0: a failure ends it)\n"
             "  --throttle R            at most R records/s per source subtask (default: none)\n"
             "  --fetch-kb N            max.partition.fetch.bytes in KiB (default 64; small values interleave partitions finely)\n"
-            "  --commit-log FILE       sinks log their pre-commits and commits there\n");
+            "  --commit-log FILE       sinks log their pre-commits and commits there\n"
+            "  --groups                source, window and sinks in three slot sharing groups\n"
+            "  --v2                    version 2 (scenario S5): a keyed operator with state of its own\n"
+            "                          (card-history) between the window and the sinks; same output\n");
 }
 
 static bool eq(const char *a, const char *b) { return strcmp(a, b) == 0; }

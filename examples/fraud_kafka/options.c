@@ -21,6 +21,7 @@ int fk_parse_args(bool produce, int argc, char **argv, fk_opts_t *o, fk_produce_
         else if (eq(a, "--restore")) o->restore = true;
         else if (eq(a, "--bounded")) o->bounded = true;
         else if (eq(a, "--groups")) o->groups = true;
+        else if (eq(a, "--v2")) o->v2 = true;
         else flag = false;
         if (flag) continue;
         if (!v) {
@@ -36,6 +37,7 @@ int fk_parse_args(bool produce, int argc, char **argv, fk_opts_t *o, fk_produce_
         else if (produce && eq(a, "--seed")) po->gen.seed = strtoull(v, NULL, 10);
         else if (produce && eq(a, "--idle-partition")) po->gen.idle_partition = atoi(v);
         else if (produce && eq(a, "--span-min")) po->gen.span_ms = atoll(v) * 60000;
+        else if (produce && eq(a, "--start-min")) po->gen.start_ts += atoll(v) * 60000; /* after the default start */
         else if (produce && eq(a, "--late-per-mille")) po->gen.late_per_mille = atoi(v);
         else if (produce && eq(a, "--poison")) po->gen.poison = atoll(v);
         else if (produce && eq(a, "--rate")) po->rate = atof(v);

@@ -287,6 +287,34 @@ static const char *delivery_name(sl_delivery_t d) {
     return d == SL_DELIVERY_EXACTLY_ONCE ? "exactly-once" : d == SL_DELIVERY_AT_LEAST_ONCE ? "at-least-once" : "none";
 }
 
+/* Version 2's new operator: per card, how many window rows it has seen
+ * (keyed value state, so a savepoint of version 1 has none: it starts
+ * empty); rows pass unchanged. */
+typedef struct history {
+    sl_state_t *seen;
+} history_t;
+
+static void *history_clone(const void *c) { return calloc(1, sizeof(history_t)); }
+static void history_free(void *c) { free(c); }
+
+static int history_open(void *ctx, sl_rt_t *rt) {
+    history_t *h = ctx;
+    h->seen = sl_state_value(rt, "windows-seen");
+    return h->seen ? 0 : SL_EINVAL;
+}
+
+static int history_process(void *ctx, sl_pctx_t *pc, const sl_record_t *in, sl_collector_t *out) {
+    history_t *h = ctx;
+    uint32_t len;
+    const int64_t *v = sl_value_get(h->seen, &len);
+    int64_t n = v && len == sizeof n ? *v + 1 : 1;
+    sl_value_put(h->seen, &n, sizeof n);
+    sl_rw_copy_row(sl_out_row(out), &in->row);
+    sl_out_set_timestamp(out, in->ts);
+    sl_emit(out);
+    return 0;
+}
+
 int fk_build(sl_env_t *env, const fk_opts_t *o, fk_keep_t *keep, bool *restored, char *err, size_t errlen) {
     if (!o->bootstrap || !*o->bootstrap) return fk_errf(err, errlen, SL_EINVAL, "fraud-kafka: --bootstrap is required");
     if (o->delivery == SL_DELIVERY_EXACTLY_ONCE && o->checkpoint_interval_ms <= 0)
@@ -358,6 +386,16 @@ int fk_build(sl_env_t *env, const fk_opts_t *o, fk_keep_t *keep, bool *restored,
                         NULL, 0));
     sl_uid(sl_name(decisions, "count-sum-decide"), "card-window");
     if (o->groups) sl_slot_sharing_group(decisions, "window");
+    sl_stream_t *window = decisions;
+    if (o->v2) {
+        sl_process_fn_t hf = {.open = history_open, .process = history_process,
+                              .opts = {NULL, history_clone, history_free}};
+        decisions = sl_uid(sl_name(sl_keyed_process(sl_key_by(window, "card_id"), hf,
+                                                    sl_schema_ref((sl_schema_t *)sl_stream_schema(window))),
+                                   "card-history"),
+                           "card-history");
+        if (o->groups) sl_slot_sharing_group(decisions, "window");
+    }
 
     char prefix[256];
     sl_kafka_sink_opts_t ko = sl_kafka_sink_defaults();
@@ -382,7 +420,7 @@ int fk_build(sl_env_t *env, const fk_opts_t *o, fk_keep_t *keep, bool *restored,
                    "decisions-pg");
         if (o->groups) sl_slot_sharing_group(k, "sinks");
     }
-    sl_stream_t *late = sl_side_output(decisions, "late-transactions");
+    sl_stream_t *late = sl_side_output(window, "late-transactions");
     if (o->late_topic && *o->late_topic) {
         char lprefix[256];
         sl_kafka_sink_opts_t lo = ko;

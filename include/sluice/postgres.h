@@ -32,12 +32,11 @@
  *   A restored checkpoint whose writers committed transactions of later
  *   checkpoints (restoring would write those rows again) is refused.
  *
- *   End of a bounded input: like the exactly-once file sink, the sink then
- *   commits its pending transactions and the rest at once (finish), since
- *   the engine takes no final checkpoint yet.  A crash between that and the
- *   next completed checkpoint leaves committed rows that no checkpoint
- *   covers; the restore then fails with the check above instead of
- *   writing them twice.
+ *   End of a bounded input: with checkpointing, the rest is prepared by the
+ *   final checkpoint (the engine takes one after the end of input, Flink's
+ *   FLIP-147) and committed when it completes, so a crash after the end of
+ *   input repeats nothing.  Without checkpointing the sink commits the rest
+ *   at the end of input (finish).
  *
  *   Fencing: writers hold a shared session advisory lock keyed by
  *   (job_id, operator_id); recovery takes it exclusively, so it waits

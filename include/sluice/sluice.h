@@ -143,13 +143,39 @@ typedef enum sl_checkpoint_retention {
     SL_CHECKPOINTS_RETAIN_ON_CANCELLATION = 2,
 } sl_checkpoint_retention_t;
 SL_API void sl_env_set_checkpoint_retention(sl_env_t *env, sl_checkpoint_retention_t r);
-/* Restores the job from a completed checkpoint: PATH is its chk-<n>
- * directory (or a job's checkpoint directory: its latest complete one), as
- * `sluice run --from-checkpoint PATH` / Flink's `run -s PATH`.  Operators
- * are matched by uid.  Today: sources resume from their positions and
- * two-phase-commit sinks recover; keyed state follows with the state
- * backend snapshots. */
+/* Restores the job from a completed checkpoint or a savepoint: PATH is a
+ * chk-<n> or savepoint directory (or a job's checkpoint directory: its
+ * latest complete one), as Flink's `run -s PATH`
+ * (execution.savepoint.path).  Operators are matched by uid; keyed state
+ * is split by key group, so the parallelism may change (the max
+ * parallelism may not); sources resume from their positions and
+ * two-phase-commit sinks recover.  State of an operator that is not in
+ * the job is refused when the job starts, naming it, unless
+ * sl_env_set_allow_non_restored_state. */
 SL_API int sl_env_restore_from(sl_env_t *env, const char *path);
+/* -n / --allowNonRestoredState (execution.savepoint.ignore-unclaimed-state):
+ * drop, with a warning, restored state whose operator is not in the job. */
+SL_API void sl_env_set_allow_non_restored_state(sl_env_t *env, bool allow);
+/* The default directory of savepoints (execution.checkpointing.savepoint-dir);
+ * an absolute path. */
+SL_API void sl_env_set_savepoint_dir(sl_env_t *env, const char *dir);
+/* While sl_env_execute runs on another thread: takes a savepoint (aligned,
+ * in the canonical format, so it restores into either state backend) into
+ * a new directory savepoint-<job>-<random> under dir (NULL: the default
+ * directory) and blocks until it completed; its path goes to path.  The job
+ * goes on; an intermediate savepoint commits no sink transaction (Flink
+ * 1.15+).  Needs checkpointing with a checkpoint directory (savepoints are
+ * staged there).  0, or < 0 with sl_env_error saying why (SL_ESTATE: no
+ * job running, or it cannot take one now). */
+SL_API int sl_env_trigger_savepoint(sl_env_t *env, const char *dir, char *path, size_t cap);
+/* Same, and the job stops with it (Flink's stop-with-savepoint):
+ * sl_env_execute returns 0 once every task ended.  Sinks commit the
+ * savepoint's transactions, so nothing is pending or repeated across an
+ * upgrade from it.  drain: event time first advances to its end (every
+ * window fires, every event-time timer runs); without drain, open windows
+ * and timers travel in the savepoint.  If the savepoint fails, the job goes
+ * on running and the call returns the error. */
+SL_API int sl_env_stop_with_savepoint(sl_env_t *env, const char *dir, bool drain, char *path, size_t cap);
 /* Restart strategy (restart-strategy.type: fixed-delay): after a
  * retriable failure (a user function error, I/O, state) the job restarts
  * from its latest completed checkpoint, at most `attempts` times, waiting
@@ -322,7 +348,10 @@ typedef struct sl_sink_ops {
     int (*open)(void *ctx, int subtask, int parallelism, const sl_schema_t *schema, void **writer,
                 char *err, size_t errlen);
     int (*write)(void *writer, const sl_record_t *rec, char *err, size_t errlen);
-    /* End of input (bounded job): flush everything. */
+    /* End of input (bounded job): flush everything.  For a sink with
+     * pre_commit in a checkpointing job, it runs after the final checkpoint
+     * (FLIP-147) committed everything the sink wrote: there is nothing left
+     * to commit then. */
     int (*finish)(void *writer, char *err, size_t errlen);
     void (*close)(void *writer);
     void (*destroy)(void *ctx);
@@ -719,8 +748,10 @@ SL_API sl_sink_t sl_file_sink(const char *path, sl_format_t fmt);
  * hidden in-progress files in dir; on a checkpoint's barrier the file
  * becomes a hidden pending file; when the checkpoint completes it is
  * renamed to dir/part-<subtask>-<checkpoint>.  At the end of a bounded
- * input the rest is committed as dir/part-<subtask>-end.  The directory
- * never shows a partial or duplicate part file. */
+ * input the rest goes into the final checkpoint's part file (the engine
+ * takes one after the end of input, FLIP-147); without checkpointing it is
+ * committed as dir/part-<subtask>-end.  The directory never shows a
+ * partial or duplicate part file. */
 SL_API sl_sink_t sl_exactly_once_file_sink(const char *dir, sl_format_t fmt);
 /* Prints rows to stdout, prefixed with `prefix` (may be NULL). */
 SL_API sl_sink_t sl_print_sink(const char *prefix);

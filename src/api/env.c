@@ -9,7 +9,9 @@
 #include <stdio.h>
 
 #include "api/env_int.h"
+#include "checkpoint/ckpt_config.h"
 #include "checkpoint/metadata.h"
+#include "checkpoint/state_reader.h"
 #include "checkpoint/storage.h"
 #include "common/common.h"
 #include "api/plan_build.h"
@@ -61,6 +63,7 @@ void sl_env_destroy(sl_env_t *env) {
     sl_free(env->ckpt_dir);
     sl_ckpt_metadata_free(env->restore_md);
     sl_free(env->restore_path);
+    sl_free(env->savepoint_dir);
     sl_free(env->rocksdb_dir);
     sl_free(env->job_name);
     sl_env_free_task_stats(env);
@@ -394,7 +397,8 @@ int sl_env_execute(sl_env_t *env, const char *job_name) {
     sl_job_code_t code;
     int rc = sl_plan_build(env, job_name, &plan, &code, env->err, sizeof env->err);
     sl_local_job_t *job = NULL;
-    if (rc == 0) rc = sl_local_job_new(plan, &code, env->restore_path, &job, env->err, sizeof env->err);
+    if (rc == 0)
+        rc = sl_local_job_new(plan, &code, env->restore_path, env->allow_nrs, &job, env->err, sizeof env->err);
     if (rc < 0) {
         if (plan) sl_plan_free(plan);
         sl_free(plan);
@@ -446,6 +450,36 @@ int sl_env_execute(sl_env_t *env, const char *job_name) {
     return rc;
 }
 
+void sl_env_set_allow_non_restored_state(sl_env_t *env, bool allow) { env->allow_nrs = allow; }
+
+void sl_env_set_savepoint_dir(sl_env_t *env, const char *dir) {
+    sl_free(env->savepoint_dir);
+    env->savepoint_dir = dir && dir[0] ? sl_strdup(dir) : NULL;
+}
+
+/* Triggers a savepoint of the running job and waits for its outcome.  The
+ * job stays alive while run_mu is held (sl_env_execute takes it before it
+ * destroys the job). */
+static int savepoint(sl_env_t *env, const char *dir, int kind, char *path, size_t cap) {
+    char err[1200] = "";
+    if (path && cap) path[0] = 0;
+    pthread_mutex_lock(&env->run_mu);
+    int rc = env->running ? sl_local_job_savepoint(env->running, dir, kind, path, cap, err, sizeof err)
+                          : sl_errf(err, sizeof err, SL_ESTATE,
+                                    "savepoint: no job is running (call it while sl_env_execute runs)");
+    if (rc < 0) snprintf(env->err, sizeof env->err, "%s", err);
+    pthread_mutex_unlock(&env->run_mu);
+    return rc;
+}
+
+int sl_env_trigger_savepoint(sl_env_t *env, const char *dir, char *path, size_t cap) {
+    return savepoint(env, dir, SL_SNAP_SAVEPOINT, path, cap);
+}
+
+int sl_env_stop_with_savepoint(sl_env_t *env, const char *dir, bool drain, char *path, size_t cap) {
+    return savepoint(env, dir, drain ? SL_SNAP_SAVEPOINT_TERMINATE : SL_SNAP_SAVEPOINT_SUSPEND, path, cap);
+}
+
 void sl_env_cancel(sl_env_t *env) {
     pthread_mutex_lock(&env->run_mu);
     atomic_store(&env->cancel_requested, true);
@@ -473,42 +507,16 @@ int64_t sl_env_records_skipped(const sl_env_t *env, const char *id) {
     return SL_ENOTFOUND;
 }
 
-/* PATH: a chk-<n> directory (has _metadata), or a job's checkpoint
- * directory (its latest complete chk-<n>). */
+/* PATH: a chk-<n> or savepoint directory (has _metadata), or a job's
+ * checkpoint directory (its latest complete chk-<n>): checkpoint/state_reader.h. */
 int sl_env_restore_from(sl_env_t *env, const char *path) {
-    char err[900] = "";
-    char mpath[4096];
-    snprintf(mpath, sizeof mpath, "%s/_metadata", path ? path : "");
+    char err[900] = "", dir[4200];
     sl_ckpt_metadata_t *md = NULL;
-    int rc;
     if (!path || !*path) {
         sl_env_errorf(env, "restore: no checkpoint path given");
         return SL_EINVAL;
     }
-    if (access(mpath, F_OK) == 0) {
-        rc = sl_ckpt_metadata_read_file(mpath, &md, err, sizeof err);
-    } else {
-        /* a job directory: base/job -> open it as storage */
-        char base[4096], job[1024];
-        snprintf(base, sizeof base, "%s", path);
-        size_t l = strlen(base);
-        while (l > 1 && base[l - 1] == '/') base[--l] = 0;
-        char *slash = strrchr(base, '/');
-        if (slash) {
-            snprintf(job, sizeof job, "%s", slash + 1);
-            *slash = 0;
-            if (!base[0]) snprintf(base, sizeof base, "/");
-        } else {
-            snprintf(job, sizeof job, "%s", base);
-            snprintf(base, sizeof base, ".");
-        }
-        sl_ckpt_storage_t *st = NULL;
-        rc = sl_ckpt_storage_fs_open(base, job, &st, err, sizeof err);
-        if (rc == 0) {
-            rc = sl_ckpt_storage_load_latest(st, &md, err, sizeof err);
-            st->ops->destroy(st);
-        }
-    }
+    int rc = sl_ckpt_open_path(path, &md, dir, sizeof dir, err, sizeof err);
     if (rc < 0) {
         sl_env_errorf(env, "restore from '%s': %s", path, err[0] ? err : sl_strerror(rc));
         return rc;
@@ -516,12 +524,6 @@ int sl_env_restore_from(sl_env_t *env, const char *path) {
     sl_ckpt_metadata_free(env->restore_md);
     env->restore_md = md;
     sl_free(env->restore_path);
-    if (access(mpath, F_OK) == 0) {
-        env->restore_path = sl_strdup(path);
-    } else {
-        char chk[4200];
-        snprintf(chk, sizeof chk, "%s/chk-%lld", path, (long long)md->checkpoint_id);
-        env->restore_path = sl_strdup(chk);
-    }
+    env->restore_path = sl_strdup(dir);
     return 0;
 }

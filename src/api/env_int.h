@@ -35,6 +35,8 @@ struct sl_env {
     int ckpt_retention; /* sl_checkpoint_retention_t */
     struct sl_ckpt_metadata *restore_md; /* sl_env_restore_from */
     char *restore_path; /* the restored chk-<n> directory */
+    bool allow_nrs;     /* sl_env_set_allow_non_restored_state */
+    char *savepoint_dir;
     /* state backend */
     int backend;                  /* sl_state_backend_kind_t */
     char *rocksdb_dir;

@@ -6,10 +6,53 @@
  */
 #include "api/plan_build.h"
 
+#include <ctype.h>
 #include <stdio.h>
 
 #include "graph/job_graph.h"
 #include "operators/basic_ops.h"
+
+/* The uid of a node the user gave none (Flink's generated operator ids):
+ * derived from its place in the graph — its kind, name and inputs (their
+ * uids, output tags and partitioning), and how many earlier nodes had the
+ * same of all that — never from creation order or parallelism.  So adding
+ * an operator elsewhere, or rescaling, keeps it; changing what is upstream
+ * of it changes it (as in Flink: set sl_uid on stateful operators).
+ * "<name>-<16 hex digits>", the name cut to [A-Za-z0-9_-]. */
+static void derive_uids(const sl_env_t *env, char **uids) {
+    uint64_t *h = sl_calloc((size_t)(env->nnodes ? env->nnodes : 1), sizeof *h);
+    for (int i = 0; i < env->nnodes; i++) { /* inputs are created before the nodes that read them */
+        const sl_node_t *n = env->nodes[i];
+        sl_buf_t b = {0};
+        uint8_t kind = (uint8_t)n->kind;
+        sl_buf_append(&b, &kind, 1);
+        const char *name = n->name ? n->name : "";
+        sl_buf_append(&b, name, strlen(name) + 1);
+        for (int in = 0; in < 2; in++) /* each input's edges, in the order they were added */
+            for (int e = 0; e < env->nedges; e++) {
+                const sl_edge_t *ed = &env->edges[e];
+                if (ed->dst != n->id || ed->dst_input != in || ed->src < 0 || ed->src >= env->nnodes) continue;
+                const char *su = uids[ed->src];
+                int32_t v[3] = {ed->dst_input, ed->tag, (int32_t)ed->part};
+                sl_buf_append(&b, su, strlen(su) + 1);
+                sl_buf_append(&b, v, sizeof v);
+            }
+        h[i] = sl_hash_bytes(b.p, b.len);
+        sl_buf_free(&b);
+        uint64_t same = 0;
+        for (int k = 0; k < i; k++) same += h[k] == h[i];
+        uint64_t d = h[i] ^ (same * 0x9E3779B97F4A7C15ull);
+        char slug[40];
+        size_t o = 0;
+        for (const char *c = name; *c && o + 1 < sizeof slug; c++)
+            slug[o++] = (isalnum((unsigned char)*c) || *c == '-' || *c == '_') ? (char)tolower((unsigned char)*c) : '-';
+        slug[o] = 0;
+        char uid[80];
+        snprintf(uid, sizeof uid, "%s-%016llx", o ? slug : "op", (unsigned long long)d);
+        uids[i] = sl_strdup(n->uid ? n->uid : uid);
+    }
+    sl_free(h);
+}
 
 static int plan_part(sl_partitioning_t p) {
     switch (p) {
@@ -47,6 +90,7 @@ int sl_plan_build(const sl_env_t *env, const char *job_name, sl_plan_t **out, sl
     c->ckpt_enabled = env->ckpt_enabled;
     c->ckpt = env->ckpt;
     c->ckpt_dir = sl_strdup(env->ckpt_dir ? env->ckpt_dir : "");
+    c->savepoint_dir = sl_strdup(env->savepoint_dir ? env->savepoint_dir : "");
     c->ckpt_retained = env->ckpt_retained;
     c->ckpt_retention = env->ckpt_retention;
     c->backend = env->backend;
@@ -62,18 +106,16 @@ int sl_plan_build(const sl_env_t *env, const char *job_name, sl_plan_t **out, sl
     p->nodes = sl_calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *p->nodes);
     code->nnodes = env->nnodes;
     code->nodes = sl_calloc((size_t)(p->nnodes ? p->nnodes : 1), sizeof *code->nodes);
+    char **uids = sl_calloc((size_t)(env->nnodes ? env->nnodes : 1), sizeof *uids);
+    derive_uids(env, uids);
     for (int i = 0; i < env->nnodes; i++) {
         const sl_node_t *n = env->nodes[i];
         sl_plan_node_t *pn = &p->nodes[i];
         pn->id = n->id;
         pn->kind = n->kind == SL_NODE_SOURCE ? SL_PLAN_SOURCE : n->kind == SL_NODE_SINK ? SL_PLAN_SINK : SL_PLAN_OPERATOR;
         pn->name = sl_strdup(n->name ? n->name : "");
-        char uid[300];
-        if (n->uid)
-            snprintf(uid, sizeof uid, "%s", n->uid);
-        else
-            snprintf(uid, sizeof uid, "node-%d", n->id);
-        pn->uid = sl_strdup(uid);
+        pn->uid = uids[i];
+        uids[i] = NULL;
         pn->has_user_uid = n->uid != NULL;
         pn->parallelism = sl_env_node_parallelism(env, n);
         pn->ninputs = n->ninputs;
@@ -128,8 +170,17 @@ int sl_plan_build(const sl_env_t *env, const char *job_name, sl_plan_t **out, sl
     code->tags = &env->tags;
     code->clock = env->clock;
     code->clock_ctx = env->clock_ctx;
+    sl_free(uids);
     sl_job_graph_free(&jg);
     sl_plan_index(p);
+    if (env->restore_path) {
+        char names[2000];
+        if (sl_plan_derived_uids(p, names, sizeof names) > 0)
+            fprintf(stderr, "sluice: restoring job '%s': %s have no uid (sl_uid); their state is matched by a "
+                            "uid derived from their place in the graph, which changes when what is upstream of "
+                            "them changes\n",
+                    p->job_name, names);
+    }
     *out = p;
     return 0;
 }

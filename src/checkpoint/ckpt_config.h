@@ -15,6 +15,27 @@
 
 typedef enum { SL_CKPT_EXACTLY_ONCE = 0, SL_CKPT_AT_LEAST_ONCE = 1 } sl_ckpt_mode_t;
 
+/* What a barrier takes (Flink's SnapshotType).  Every kind but a checkpoint
+ * is a savepoint: aligned always, state in the canonical format, files in
+ * its own directory.  An intermediate savepoint (SAVEPOINT) commits no side
+ * effect: the tasks are not told it completed (Flink 1.15+), so sinks keep
+ * its transactions for the next checkpoint.  SUSPEND and TERMINATE are
+ * stop-with-savepoint (synchronous): after the barrier a task processes
+ * nothing more, waits for the savepoint to complete (its sinks commit on
+ * that notification) and ends; TERMINATE (--drain) first advances event
+ * time to the end (every window fires, every event-time timer runs). */
+typedef enum sl_snapshot_kind {
+    SL_SNAP_CHECKPOINT = 0,
+    SL_SNAP_SAVEPOINT = 1,
+    SL_SNAP_SAVEPOINT_SUSPEND = 2,   /* stop, no drain */
+    SL_SNAP_SAVEPOINT_TERMINATE = 3, /* stop --drain */
+} sl_snapshot_kind_t;
+#define SL_SNAP_KIND_MAX 3
+static inline bool sl_snap_is_savepoint(int kind) { return kind != SL_SNAP_CHECKPOINT; }
+static inline bool sl_snap_is_sync(int kind) {
+    return kind == SL_SNAP_SAVEPOINT_SUSPEND || kind == SL_SNAP_SAVEPOINT_TERMINATE;
+}
+
 typedef struct sl_ckpt_config {
     int64_t interval_ms;       /* 0: no periodic checkpoints */
     sl_ckpt_mode_t mode;

@@ -19,6 +19,7 @@ typedef struct sl_ckpt_task_stats {
     int64_t inflight_bytes;  /* of which in-flight data (unaligned) */
     bool unaligned;
     bool acked;
+    int64_t ack_ms;          /* wall clock when the JobManager got the acknowledgement (0: not known) */
 } sl_ckpt_task_stats_t;
 
 typedef struct sl_ckpt_stats {
@@ -32,6 +33,7 @@ typedef struct sl_ckpt_stats {
     int64_t state_bytes, inflight_bytes;
     int64_t max_align_us, max_sync_us, max_async_us;
     int unaligned_tasks;
+    uint8_t kind;            /* sl_snapshot_kind_t (ckpt_config.h) */
 } sl_ckpt_stats_t;
 
 #endif

@@ -497,6 +497,134 @@ static void fs_destroy(sl_ckpt_storage_t *s) {
     sl_free(s);
 }
 
+/* Moves the files of directory from into the new directory to (another
+ * filesystem: rename gives EXDEV), each copied and fsync'ed, then removes
+ * from.  A savepoint's directory is flat. */
+static int copy_dir(const char *from, const char *to, char *err, size_t errlen) {
+    if (mkdir(to, 0755) != 0) return sl_errf(err, errlen, SL_EIO, "%s: cannot create directory: %s", to, strerror(errno));
+    DIR *d = opendir(from);
+    if (!d) return sl_errf(err, errlen, SL_EIO, "%s: cannot list: %s", from, strerror(errno));
+    int rc = 0;
+    struct dirent *e;
+    char buf[1 << 16];
+    while (rc == 0 && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char a[PATH_MAX], b[PATH_MAX];
+        if (snprintf(a, sizeof a, "%s/%s", from, e->d_name) >= (int)sizeof a ||
+            snprintf(b, sizeof b, "%s/%s", to, e->d_name) >= (int)sizeof b) {
+            rc = sl_errf(err, errlen, SL_EINVAL, "%s/%s: path too long", to, e->d_name);
+            break;
+        }
+        int in = open(a, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (in < 0) {
+            rc = sl_errf(err, errlen, SL_EIO, "%s: cannot open: %s", a, strerror(errno));
+            break;
+        }
+        int out = open(b, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (out < 0) rc = sl_errf(err, errlen, SL_EIO, "%s: cannot create: %s", b, strerror(errno));
+        for (ssize_t r; rc == 0 && (r = read(in, buf, sizeof buf)) != 0;) {
+            if (r < 0) {
+                if (errno == EINTR) continue;
+                rc = sl_errf(err, errlen, SL_EIO, "%s: cannot read: %s", a, strerror(errno));
+                break;
+            }
+            for (ssize_t w = 0; w < r && rc == 0;) {
+                ssize_t k = write(out, buf + w, (size_t)(r - w));
+                if (k < 0 && errno == EINTR) continue;
+                if (k < 0) rc = sl_errf(err, errlen, SL_EIO, "%s: cannot write: %s", b, strerror(errno));
+                else w += k;
+            }
+        }
+        if (rc == 0 && fsync(out) != 0) rc = sl_errf(err, errlen, SL_EIO, "%s: cannot fsync: %s", b, strerror(errno));
+        if (out >= 0) close(out);
+        close(in);
+    }
+    closedir(d);
+    if (rc == 0) rc = fsync_dir(to, err, errlen);
+    if (rc) return rc;
+    int dfd = open(from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd >= 0) {
+        remove_contents(dfd, from, err, errlen);
+        close(dfd);
+        rmdir(from);
+    }
+    return 0;
+}
+
+static int write_metadata_in(const char *dir, const sl_ckpt_metadata_t *md, char *err, size_t errlen) {
+    char tmp[PATH_MAX], fin[PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s/%s", dir, SL_CKPT_METADATA_TMP_NAME) >= (int)sizeof tmp ||
+        snprintf(fin, sizeof fin, "%s/%s", dir, SL_CKPT_METADATA_NAME) >= (int)sizeof fin)
+        return sl_errf(err, errlen, SL_EINVAL, "%s: path too long", dir);
+    sl_ckpt_out_t *out;
+    int rc;
+    if ((rc = sl_ckpt_out_open_file(tmp, true, &out, err, errlen))) return rc;
+    if ((rc = sl_ckpt_metadata_write(md, out, err, errlen))) return rc; /* the stream removed tmp */
+    if (rename(tmp, fin) != 0) {
+        rc = sl_errf(err, errlen, SL_EIO, "%s: cannot rename to %s: %s", tmp, SL_CKPT_METADATA_NAME, strerror(errno));
+        unlink(tmp);
+        return rc;
+    }
+    return fsync_dir(dir, err, errlen);
+}
+
+static int fs_commit_savepoint(sl_ckpt_storage_t *s, const sl_ckpt_metadata_t *md, const char *parent, char *location,
+                               size_t cap, char *err, size_t errlen) {
+    char dir[PATH_MAX], target[PATH_MAX];
+    int rc;
+    if (md->type != SL_CKPT_SAVEPOINT)
+        return sl_errf(err, errlen, SL_EINVAL, "commit_savepoint: checkpoint %" PRId64 " is not a savepoint",
+                       md->checkpoint_id);
+    if (!parent || parent[0] != '/')
+        return sl_errf(err, errlen, SL_EINVAL, "savepoint directory '%s' is not an absolute path", parent ? parent : "");
+    char e[400];
+    if ((rc = sl_ckpt_metadata_validate(md, e, sizeof e)))
+        return sl_errf(err, errlen, rc, "refusing to write an invalid savepoint: %s", e);
+    if ((rc = chk_path(s, md->checkpoint_id, NULL, dir, err, errlen))) return rc;
+    if ((rc = mkdir_p(parent, err, errlen))) return rc;
+    uint8_t rnd[6];
+    if (getentropy(rnd, sizeof rnd) != 0) return sl_errf(err, errlen, SL_EIO, "no randomness for the savepoint's name");
+    size_t pl = strlen(parent);
+    while (pl > 1 && parent[pl - 1] == '/') pl--;
+    int n = snprintf(target, sizeof target, "%.*s/savepoint-%.6s-%02x%02x%02x%02x%02x%02x", (int)pl, parent, s->job_id,
+                     rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+    if (n < 0 || (size_t)n >= sizeof target || (size_t)n >= cap)
+        return sl_errf(err, errlen, SL_EINVAL, "%s: savepoint path too long", parent);
+    if ((rc = fsync_dir(dir, err, errlen))) return rc;
+    if (rename(dir, target) != 0) {
+        if (errno != EXDEV) return sl_errf(err, errlen, SL_EIO, "%s: cannot move to %s: %s", dir, target, strerror(errno));
+        if ((rc = copy_dir(dir, target, err, errlen))) return rc;
+    }
+    char pdir[PATH_MAX];
+    snprintf(pdir, sizeof pdir, "%.*s", (int)pl, parent);
+    if ((rc = fsync_dir(pdir, err, errlen)) || (rc = fsync_dir(FS(s)->job_dir, err, errlen))) return rc;
+    sl_fault_point("savepoint.moved-before-metadata");
+    if ((rc = write_metadata_in(target, md, err, errlen))) return rc;
+    snprintf(location, cap, "%s", target);
+    return 0;
+}
+
+int sl_ckpt_savepoint_dispose(const char *path, char *err, size_t errlen) {
+    char mp[PATH_MAX];
+    if (!path || !path[0]) return sl_errf(err, errlen, SL_EINVAL, "dispose: no savepoint path given");
+    snprintf(mp, sizeof mp, "%s/%s", path, SL_CKPT_METADATA_NAME);
+    sl_ckpt_metadata_t *md = NULL;
+    int rc = sl_ckpt_metadata_read_file(mp, &md, err, errlen);
+    if (rc < 0) return rc;
+    bool sp = md->type == SL_CKPT_SAVEPOINT;
+    sl_ckpt_metadata_free(md);
+    if (!sp) return sl_errf(err, errlen, SL_EINVAL, "%s: is a checkpoint's metadata, not a savepoint's: not disposed", mp);
+    int dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) return sl_errf(err, errlen, errno_rc(errno), "%s: cannot open directory: %s", path, strerror(errno));
+    if (unlinkat(dfd, SL_CKPT_METADATA_NAME, 0) != 0)
+        rc = sl_errf(err, errlen, SL_EIO, "%s: cannot remove: %s", mp, strerror(errno));
+    if (!rc) rc = fsync_fd(dfd, path, err, errlen);
+    if (!rc) rc = remove_contents(dfd, path, err, errlen);
+    close(dfd);
+    if (!rc && rmdir(path) != 0) rc = sl_errf(err, errlen, SL_EIO, "%s: cannot remove directory: %s", path, strerror(errno));
+    return rc;
+}
+
 static const sl_ckpt_storage_ops_t fs_ops = {
     .name = "filesystem",
     .create_checkpoint = fs_create_checkpoint,
@@ -511,6 +639,7 @@ static const sl_ckpt_storage_ops_t fs_ops = {
     .discard_all = fs_discard_all,
     .remove_file = fs_remove_file,
     .list_files = fs_list_files,
+    .commit_savepoint = fs_commit_savepoint,
     .destroy = fs_destroy,
 };
 

@@ -123,6 +123,15 @@ typedef struct sl_ckpt_storage_ops {
      * each and the array with sl_free). */
     int (*list_files)(sl_ckpt_storage_t *s, sl_ckpt_scope_t scope, char ***names, int *n, char *err, size_t errlen);
 
+    /* Makes the savepoint md (type SAVEPOINT, every handle exclusive) whose
+     * files were written into chk-<id> complete at a directory of its own:
+     * moves chk-<id> to <parent>/savepoint-<first 6 of the job id>-<12 random
+     * hex> (Flink's name; parent is created), then writes _metadata there
+     * last, as commit does.  The path goes to location.  A savepoint is never
+     * a checkpoint of this storage: lookups never see it. */
+    int (*commit_savepoint)(sl_ckpt_storage_t *s, const sl_ckpt_metadata_t *md, const char *parent, char *location,
+                            size_t cap, char *err, size_t errlen);
+
     void (*destroy)(sl_ckpt_storage_t *s);
 } sl_ckpt_storage_ops_t;
 
@@ -131,6 +140,12 @@ struct sl_ckpt_storage {
     const sl_ckpt_storage_ops_t *ops;
     char *job_id;
 };
+
+/* Deletes the savepoint at path (`sluice savepoint --dispose`): checks its
+ * _metadata says savepoint (a checkpoint's directory is refused), removes
+ * _metadata first (durably), then the files, then the directory.  A path
+ * with no _metadata is SL_ENOTFOUND, naming it. */
+int sl_ckpt_savepoint_dispose(const char *path, char *err, size_t errlen);
 
 /* Filesystem storage for job_id under base_dir: creates base_dir (and its
  * parents), <job-id>/, shared/ and taskowned/ when missing, durably.

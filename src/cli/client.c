@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "checkpoint/storage.h"
 #include "common/common.h"
 #include "config/config.h"
 
@@ -45,6 +46,10 @@ typedef struct opts {
     const char *savepoint;          /* run: -s */
     const char *entry_class;        /* run: -c */
     bool running, scheduled, all;   /* list: -r, -s, -a */
+    const char *dispose;            /* savepoint: -d PATH */
+    const char *target;             /* stop: -p DIR */
+    bool drain;                     /* stop: -d */
+    const char *type;               /* savepoint, stop: -t canonical|native */
     sl_config_t cfg;
     bool have_cfg;
     bool quiet;                     /* parse without printing (sl_cli_run_is_remote) */
@@ -67,7 +72,8 @@ static int parse_opts(const char *verb, int argc, char **argv, opts_t *o, bool q
 #define fprintf(f, ...) (ef ? fprintf(ef, __VA_ARGS__) : 0)
     sl_config_defaults(&o->cfg);
     char err[2048];
-    bool run = !strcmp(verb, "run"), list = !strcmp(verb, "list");
+    bool run = !strcmp(verb, "run"), list = !strcmp(verb, "list"), sp = !strcmp(verb, "savepoint"),
+         stop = !strcmp(verb, "stop");
     int i = 0;
     for (; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -118,6 +124,17 @@ static int parse_opts(const char *verb, int argc, char **argv, opts_t *o, bool q
         } else if (list && is(a, "-r", "--running")) o->running = true;
         else if (list && is(a, "-s", "--scheduled")) o->scheduled = true;
         else if (list && is(a, "-a", "--all")) o->all = true;
+        else if (sp && is(a, "-d", "--dispose")) { NEED_VALUE(); o->dispose = v; }
+        else if (stop && is(a, "-p", "--savepointPath")) { NEED_VALUE(); o->target = v; }
+        else if (stop && is(a, "-d", "--drain")) o->drain = true;
+        else if ((sp || stop) && is(a, "-t", "--type")) {
+            NEED_VALUE();
+            if (strcasecmp(v, "canonical") && strcasecmp(v, "native")) {
+                fprintf(stderr, "sluice %s: --type must be canonical or native, got '%s'\n", verb, v);
+                return 2;
+            }
+            o->type = v;
+        }
         else {
             fprintf(stderr, "sluice %s: unknown option '%s' (see sluice --help)\n", verb, a);
             return 2;
@@ -558,6 +575,172 @@ int sl_cli_cancel(int argc, char **argv) {
         rc = 0;
     }
     resp_free(&r);
+    curl_global_cleanup();
+    return finish(&o, rc);
+}
+
+/* ---- savepoint, stop -------------------------------------------------------- */
+
+/* Polls GET /jobs/<id>/savepoints/<trigger> until the savepoint ended; its
+ * location into loc.  0, or 1 after printing why it failed. */
+static int wait_savepoint(const char *verb, const char *base, const char *jobid, const char *trigger, char *loc,
+                          size_t cap) {
+    char path[1024], err[2048];
+    char *ej = curl_easy_escape(NULL, jobid, 0), *et = curl_easy_escape(NULL, trigger, 0);
+    snprintf(path, sizeof path, "/jobs/%s/savepoints/%s", ej, et);
+    curl_free(ej);
+    curl_free(et);
+    int64_t failing_since = 0;
+    for (;;) {
+        resp_t r;
+        if (http("GET", base, path, NULL, NULL, &r, err, sizeof err) == 0 && r.status == 200) {
+            failing_since = 0;
+            const char *st = json_string_value(json_object_get(json_object_get(r.json, "status"), "id"));
+            json_t *op = json_object_get(r.json, "operation");
+            if (st && !strcmp(st, "COMPLETED")) {
+                const char *l = json_string_value(json_object_get(op, "location"));
+                json_t *fc = json_object_get(op, "failure-cause");
+                const char *why = json_string_value(json_object_get(fc, "stack-trace"));
+                int rc = 0;
+                if (l) snprintf(loc, cap, "%s", l);
+                else {
+                    fprintf(stderr, "sluice %s: the savepoint of job %s failed: %s\n", verb, jobid,
+                            why ? why : "no reason given");
+                    rc = 1;
+                }
+                resp_free(&r);
+                return rc;
+            }
+        } else if (r.status == 404) {
+            resp_error(&r, err, sizeof err);
+            fprintf(stderr, "sluice %s: %s\n", verb, err);
+            resp_free(&r);
+            return 1;
+        } else {
+            int64_t now = sl_mono_ns() / 1000000;
+            if (!failing_since) failing_since = now;
+            if (now - failing_since > POLL_GIVE_UP_MS) {
+                if (r.status) resp_error(&r, err, sizeof err);
+                fprintf(stderr, "sluice %s: lost the JobManager while waiting for the savepoint of job %s: %s\n",
+                        verb, jobid, err);
+                resp_free(&r);
+                return 1;
+            }
+        }
+        resp_free(&r);
+        sleep_ms(POLL_MS);
+    }
+}
+
+/* POST body to /jobs/<id>/<what> (savepoints or stop); the trigger id into
+ * trigger.  0, or 1 after printing why. */
+static int trigger_savepoint(const char *verb, const char *base, const char *jobid, const char *what, json_t *body,
+                             char *trigger, size_t cap) {
+    char path[1024], err[2048];
+    char *ej = curl_easy_escape(NULL, jobid, 0);
+    snprintf(path, sizeof path, "/jobs/%s/%s", ej, what);
+    curl_free(ej);
+    char *b = json_dumps(body, JSON_COMPACT);
+    resp_t r;
+    int hr = http("POST", base, path, b, NULL, &r, err, sizeof err);
+    free(b);
+    if (hr) {
+        fprintf(stderr, "sluice %s: %s\n", verb, err);
+        return 1;
+    }
+    const char *t = json_string_value(json_object_get(r.json, "request-id"));
+    if ((r.status != 202 && r.status != 200) || !t) {
+        resp_error(&r, err, sizeof err);
+        fprintf(stderr, "sluice %s: could not take a savepoint of job %s: %s\n", verb, jobid, err);
+        resp_free(&r);
+        return 1;
+    }
+    snprintf(trigger, cap, "%s", t);
+    resp_free(&r);
+    return 0;
+}
+
+static int dispose(const char *path) {
+    char err[2048];
+    printf("Disposing savepoint '%s'.\n", path);
+    if (sl_ckpt_savepoint_dispose(path, err, sizeof err) < 0) {
+        fprintf(stderr, "sluice savepoint: could not dispose of '%s': %s\n", path, err);
+        return 1;
+    }
+    printf("Savepoint '%s' disposed.\n", path);
+    return 0;
+}
+
+int sl_cli_savepoint(int argc, char **argv) {
+    opts_t o;
+    if (parse_opts("savepoint", argc, argv, &o, false)) return finish(&o, 2);
+    if (o.dispose) {
+        if (o.first_pos < argc) {
+            fprintf(stderr, "sluice savepoint: --dispose takes no job id ('%s')\n", argv[o.first_pos]);
+            return finish(&o, 2);
+        }
+        return finish(&o, dispose(o.dispose));
+    }
+    if (o.first_pos >= argc) {
+        fprintf(stderr, "sluice savepoint: no job id given (sluice savepoint JOBID [DIR], or --dispose PATH)\n");
+        return finish(&o, 2);
+    }
+    if (o.first_pos + 2 < argc) {
+        fprintf(stderr, "sluice savepoint: unexpected argument '%s'\n", argv[o.first_pos + 2]);
+        return finish(&o, 2);
+    }
+    if (o.type && !strcasecmp(o.type, "native")) {
+        fprintf(stderr, "sluice savepoint: --type native is not supported yet: sluice writes canonical savepoints "
+                        "(they restore into either state backend)\n");
+        return finish(&o, 2);
+    }
+    const char *jobid = argv[o.first_pos], *dir = o.first_pos + 1 < argc ? argv[o.first_pos + 1] : NULL;
+    char base[512], trigger[128], loc[4200];
+    base_url(&o, base, sizeof base);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    printf("Triggering savepoint for job %s.\n", jobid);
+    printf("Waiting for response...\n");
+    fflush(stdout);
+    json_t *body = json_pack("{s:b, s:s}", "cancel-job", 0, "formatType", "CANONICAL");
+    if (dir) json_object_set_new(body, "target-directory", json_string(dir));
+    int rc = trigger_savepoint("savepoint", base, jobid, "savepoints", body, trigger, sizeof trigger);
+    json_decref(body);
+    if (rc == 0) rc = wait_savepoint("savepoint", base, jobid, trigger, loc, sizeof loc);
+    if (rc == 0) {
+        printf("Savepoint completed. Path: file:%s\n", loc);
+        printf("You can resume your program from this savepoint with the run command.\n");
+    }
+    curl_global_cleanup();
+    return finish(&o, rc);
+}
+
+int sl_cli_stop(int argc, char **argv) {
+    opts_t o;
+    if (parse_opts("stop", argc, argv, &o, false)) return finish(&o, 2);
+    if (o.first_pos >= argc) {
+        fprintf(stderr, "sluice stop: no job id given (sluice stop [-p DIR] [-d] JOBID)\n");
+        return finish(&o, 2);
+    }
+    if (o.first_pos + 1 < argc) {
+        fprintf(stderr, "sluice stop: unexpected argument '%s'\n", argv[o.first_pos + 1]);
+        return finish(&o, 2);
+    }
+    if (o.type && !strcasecmp(o.type, "native")) {
+        fprintf(stderr, "sluice stop: --type native is not supported yet: sluice writes canonical savepoints\n");
+        return finish(&o, 2);
+    }
+    const char *jobid = argv[o.first_pos];
+    char base[512], trigger[128], loc[4200];
+    base_url(&o, base, sizeof base);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    printf("Suspending job \"%s\" with a savepoint%s.\n", jobid, o.drain ? " (draining)" : "");
+    fflush(stdout);
+    json_t *body = json_pack("{s:b, s:s}", "drain", o.drain, "formatType", "CANONICAL");
+    if (o.target) json_object_set_new(body, "targetDirectory", json_string(o.target));
+    int rc = trigger_savepoint("stop", base, jobid, "stop", body, trigger, sizeof trigger);
+    json_decref(body);
+    if (rc == 0) rc = wait_savepoint("stop", base, jobid, trigger, loc, sizeof loc);
+    if (rc == 0) printf("Savepoint completed. Path: file:%s\n", loc);
     curl_global_cleanup();
     return finish(&o, rc);
 }

@@ -6,6 +6,9 @@
  *   sluice run [-d] [-p P] [-s PATH] [-n] [-c NAME] [-m host:port] JOB [args...]
  *   sluice list [-r] [-s] [-a] [-m host:port]
  *   sluice cancel [-m host:port] JOBID
+ *   sluice savepoint [-m host:port] JOBID [DIR] [-t canonical]   (prints the savepoint's path)
+ *   sluice savepoint -d PATH                                     (--dispose: deletes a savepoint)
+ *   sluice stop [-m host:port] [-p DIR] [-d] JOBID               (stop with a savepoint; -d drains)
  *
  * Each also takes --config FILE and -D key=value (as the embedded `sluice
  * run` does); without -m the JobManager is rest.address (when the
@@ -32,5 +35,7 @@ bool sl_cli_run_is_remote(int argc, char **argv);
 int sl_cli_run(int argc, char **argv);
 int sl_cli_list(int argc, char **argv);
 int sl_cli_cancel(int argc, char **argv);
+int sl_cli_savepoint(int argc, char **argv);
+int sl_cli_stop(int argc, char **argv);
 
 #endif

@@ -3,9 +3,10 @@
  *
  *   sluice                      runs the S1 fraud job on the built-in generator
  *   sluice run [fraud] [opts]   the same, with options (see --help)
+ *   sluice state read PATH ...  a checkpoint's keyed state as JSON lines (state_read.c)
  *
- * Later issues add the cluster verbs Flink users know (stop, cancel,
- * savepoint, list) next to `run`.
+ * The cluster verbs Flink users know (run, list, cancel, savepoint, stop)
+ * are in client.c.
  */
 #include <errno.h>
 #include <limits.h>
@@ -17,6 +18,7 @@
 
 #include "cli/client.h"
 #include "cli/cluster.h"
+#include "cli/state_read.h"
 #include "config/config.h"
 #include "config/suggest.h"
 #include "fraud_job.h"
@@ -64,9 +66,17 @@ static void usage(FILE *f) {
             "a cluster (Flink's commands; README, \"Running a cluster\"):\n"
             "  sluice jobmanager [--config FILE] [-D key=value]           the JobManager, in the foreground\n"
             "  sluice taskmanager [--config FILE] [-D key=value] [--id ID] a TaskManager\n"
-            "  sluice run [-d] [-s PATH] [-m host:port] JOB.so [args...]  submit a job\n"
+            "  sluice run [-d] [-s PATH [-n]] [-m host:port] JOB.so [args...]  submit a job (-s: from a\n"
+            "                                                             savepoint; -n: drop state of\n"
+            "                                                             operators no longer there)\n"
             "  sluice list [-r] [-s] [-a] [-m host:port]                  the jobs\n"
-            "  sluice cancel [-m host:port] JOBID\n");
+            "  sluice cancel [-m host:port] JOBID\n"
+            "  sluice savepoint [-m host:port] JOBID [DIR]                take a savepoint, print its path\n"
+            "  sluice savepoint -d PATH                                   dispose of a savepoint\n"
+            "  sluice stop [-m host:port] [-p DIR] [-d] JOBID             stop with a savepoint (-d: drain)\n"
+            "state (README, \"Reading state\"):\n"
+            "  sluice state read PATH --uid UID [--state NAME] [--bytes auto|utf8|hex|base64]\n"
+            "                           an operator's keyed state in a checkpoint, as JSON lines\n");
 }
 
 /* Every option, for "did you mean" (keep in step with usage() and main()). */
@@ -177,6 +187,9 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "taskmanager")) return sl_cli_taskmanager(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "list")) return sl_cli_list(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "cancel")) return sl_cli_cancel(argc - 2, argv + 2);
+    if (argc > 1 && !strcmp(argv[1], "savepoint")) return sl_cli_savepoint(argc - 2, argv + 2);
+    if (argc > 1 && !strcmp(argv[1], "stop")) return sl_cli_stop(argc - 2, argv + 2);
+    if (argc > 1 && !strcmp(argv[1], "state")) return sl_state_cli_main(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "run") && sl_cli_run_is_remote(argc - 2, argv + 2))
         return sl_cli_run(argc - 2, argv + 2);
     fraud_opts_t o = fraud_defaults();

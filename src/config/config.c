@@ -132,6 +132,11 @@ static const cfg_key_t KEYS[] = {
     KSTR("execution.checkpointing.savepoint-dir", savepoint_dir, NULL,
          ALIAS("state.savepoints.dir", "savepoints.state.backend.fs.dir"), .unset = "no default savepoint directory",
          .help = "Default directory for savepoints."),
+    KSTR("execution.savepoint.path", savepoint_path, NULL, .unset = "start without restoring",
+         .help = "A savepoint or checkpoint to restore the job from (sluice run -s)."),
+    KBOOL("execution.savepoint.ignore-unclaimed-state", ignore_unclaimed_state, "false",
+          .help = "Restore even when the savepoint holds state of an operator that is not in the job (sluice run "
+                  "-n); that state is dropped."),
     KINT("execution.checkpointing.num-retained", num_retained, "1", 1, INT32_MAX,
          ALIAS("state.checkpoints.num-retained"), .help = "Completed checkpoints kept; older ones are deleted."),
     KENUM("execution.checkpointing.externalized-checkpoint-retention", externalized_retention,
@@ -1409,6 +1414,9 @@ int sl_config_apply_env(const sl_config_t *cfg, struct sl_env *env, char *err, s
     sl_env_set_incremental_checkpoints(env, cfg->incremental);
     if (cfg->unaligned) sl_env_set_unaligned_checkpoints(env, true, cfg->aligned_checkpoint_timeout_ms);
     if (cfg->checkpoint_dir) sl_env_set_checkpoint_dir(env, cfg->checkpoint_dir);
+    if (cfg->savepoint_dir) sl_env_set_savepoint_dir(env, cfg->savepoint_dir);
+    sl_env_set_allow_non_restored_state(env, cfg->ignore_unclaimed_state);
+    if (cfg->savepoint_path) sl_env_restore_from(env, cfg->savepoint_path);
     sl_env_set_checkpoints_retained(env, cfg->num_retained);
     sl_env_set_checkpoint_retention(env, (sl_checkpoint_retention_t)cfg->externalized_retention);
     if (rs == SL_CFG_RESTART_NONE)

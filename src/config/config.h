@@ -117,6 +117,8 @@ struct sl_config {
     bool incremental;                    /* .incremental */
     char *checkpoint_dir;                /* .dir; NULL = not set */
     char *savepoint_dir;                 /* .savepoint-dir (state.savepoints.dir); NULL = not set */
+    char *savepoint_path;                /* execution.savepoint.path: restore from; NULL = not set */
+    bool ignore_unclaimed_state;         /* execution.savepoint.ignore-unclaimed-state */
     int num_retained;                    /* .num-retained */
     int externalized_retention;          /* .externalized-checkpoint-retention */
 

@@ -1078,9 +1078,9 @@ static int pg_commit(void *writer, int64_t id, char *err, size_t errlen) {
     return eo_commit_upto(w, id, err, errlen);
 }
 
-/* End of a bounded input: the rest is prepared as the next checkpoint's
- * (a checkpoint that completes after this subtask finished covers it, so
- * a restore from it commits it) and everything is committed. */
+/* End of a bounded input.  With checkpointing it runs after the final
+ * checkpoint committed everything (nothing is left); without, the rest is
+ * prepared and everything is committed. */
 static int pg_finish(void *writer, char *err, size_t errlen) {
     pg_writer_t *w = writer;
     if (w->ctx->o.mode == SL_PG_UPSERT) return upsert_flush(w, err, errlen);
@@ -1110,10 +1110,8 @@ static int pg_snapshot(void *writer, int64_t id, void (*putf)(void *, const void
 
 /* A writer of the restored checkpoint must have committed nothing after
  * it: such rows are written again by the replay from the checkpoint, so
- * the restore would duplicate them.  It happens when a bounded job is
- * killed after its sinks committed the end of input (finish) but before a
- * checkpoint covered it, or when an older checkpoint than the latest is
- * restored.  Refused, loudly. */
+ * the restore would duplicate them.  It happens when an older checkpoint
+ * than the latest is restored.  Refused, loudly. */
 static int newer_commits_step(void *arg, char *err, size_t errlen) {
     pg_writer_t *w = arg;
     pg_session_t *s = &w->ctl;
@@ -1130,9 +1128,8 @@ static int newer_commits_step(void *arg, char *err, size_t errlen) {
     if (PQntuples(r) > 0)
         rc = sl_errf(err, errlen, SL_EINVAL,
                      "postgres sink: exactly-once violated: transaction '%s' of checkpoint %s was committed after "
-                     "the restored checkpoint %lld, so restoring it would write its rows again (was the job killed "
-                     "after its sinks committed the end of input but before a checkpoint covered it, or is this "
-                     "an older checkpoint than the latest?)",
+                     "the restored checkpoint %lld, so restoring it would write its rows again (is this an older "
+                     "checkpoint than the latest?)",
                      PQgetvalue(r, 0, 0), PQgetvalue(r, 0, 1), (long long)w->ctx->restored_id);
     PQclear(r);
     return rc;

@@ -18,6 +18,7 @@ typedef struct pending {
     bool *acked;
     int nacked;
     bool triggered; /* prepared and triggered: may complete */
+    int kind;       /* sl_snapshot_kind_t */
 } pending_t;
 
 struct sl_coordinator {
@@ -35,6 +36,10 @@ struct sl_coordinator {
     int64_t completed, latest;
     int64_t last_end_ns;
     int failed_in_row;
+    bool sync_pending;  /* a stop-with-savepoint is pending: no periodic checkpoints */
+    bool sync_done;     /* it completed: the job is ending, nothing starts again */
+    bool final_wanted;  /* sl_coordinator_request_final: a checkpoint with id >= final_from, now */
+    int64_t final_from;
     sl_ckpt_stats_t stats[STATS_KEPT];
     sl_ckpt_task_stats_t *task_stats; /* [STATS_KEPT][ntasks], alongside stats */
     int64_t nstats;
@@ -72,9 +77,12 @@ static void remove_pending(sl_coordinator_t *c, int i) {
 }
 
 /* Under the lock: starts checkpoint id; returns it or -1. */
-static int64_t start_locked(sl_coordinator_t *c, int64_t *ts_out) {
-    if (c->npending >= c->cfg.max_concurrent) return -1;
+static int64_t start_locked(sl_coordinator_t *c, int64_t *ts_out, int kind) {
+    if (c->sync_pending || c->sync_done) return -1;
+    if (kind == SL_SNAP_CHECKPOINT ? c->npending >= c->cfg.max_concurrent : c->npending >= MAX_PENDING) return -1;
+    if (sl_snap_is_sync(kind)) c->sync_pending = true;
     pending_t *p = &c->pending[c->npending++];
+    p->kind = kind;
     p->id = c->next_id++;
     p->trigger_ms = sl_wall_ms();
     p->deadline_ns = sl_mono_ns() + c->cfg.timeout_ms * 1000000LL;
@@ -91,6 +99,7 @@ static int64_t start_locked(sl_coordinator_t *c, int64_t *ts_out) {
     sl_ckpt_stats_t *s = &c->stats[c->nstats++ % STATS_KEPT];
     memset(s, 0, sizeof *s);
     s->id = p->id;
+    s->kind = (uint8_t)kind;
     s->trigger_ms = p->trigger_ms;
     *ts_out = p->trigger_ms;
     return p->id;
@@ -104,11 +113,12 @@ static bool maybe_complete(sl_coordinator_t *c, int i) {
     pending_t *p = &c->pending[i];
     if (p->nacked < c->ntasks) return false;
     int64_t id = p->id;
+    int kind = p->kind;
     if (c->hooks.finalize) {
         char err[512] = "";
         p->nacked = -c->ntasks; /* finalizing: not again from another ack */
         pthread_mutex_unlock(&c->mu);
-        int rc = c->hooks.finalize(c->hooks.ctx, id, err, sizeof err);
+        int rc = c->hooks.finalize(c->hooks.ctx, id, kind, err, sizeof err);
         pthread_mutex_lock(&c->mu);
         for (i = 0; i < c->npending && c->pending[i].id != id; i++) {}
         if (i == c->npending) return false; /* dropped meanwhile (stop) */
@@ -133,10 +143,15 @@ static bool maybe_complete(sl_coordinator_t *c, int i) {
         if (c->pending[k].id <= id) remove_pending(c, k);
     c->completed++;
     c->latest = id;
+    if (c->final_wanted && id >= c->final_from) c->final_wanted = false;
+    if (sl_snap_is_sync(kind)) {
+        c->sync_pending = false;
+        c->sync_done = true;
+    }
     c->failed_in_row = 0;
     c->last_end_ns = sl_mono_ns();
     pthread_mutex_unlock(&c->mu);
-    if (c->hooks.complete) c->hooks.complete(c->hooks.ctx, id);
+    if (c->hooks.complete) c->hooks.complete(c->hooks.ctx, id, kind);
     pthread_mutex_lock(&c->mu);
     pthread_cond_broadcast(&c->cv);
     return true;
@@ -154,6 +169,7 @@ static void complete_ready(sl_coordinator_t *c) {
 
 static void abort_locked(sl_coordinator_t *c, int i, const char *why) {
     int64_t id = c->pending[i].id;
+    if (sl_snap_is_sync(c->pending[i].kind)) c->sync_pending = false; /* the job goes on */
     sl_ckpt_stats_t *s = stats_for(c, id);
     if (s) s->aborted = true;
     remove_pending(c, i);
@@ -173,10 +189,10 @@ static void abort_locked(sl_coordinator_t *c, int i, const char *why) {
 }
 
 /* Unlocked: prepares and triggers checkpoint id; false if it was aborted. */
-static bool prepare_and_trigger(sl_coordinator_t *c, int64_t id, int64_t ts) {
+static bool prepare_and_trigger(sl_coordinator_t *c, int64_t id, int64_t ts, int kind) {
     if (c->hooks.prepare) {
         char err[512] = "";
-        if (c->hooks.prepare(c->hooks.ctx, id, ts, err, sizeof err) < 0) {
+        if (c->hooks.prepare(c->hooks.ctx, id, ts, kind, err, sizeof err) < 0) {
             pthread_mutex_lock(&c->mu);
             for (int i = 0; i < c->npending; i++)
                 if (c->pending[i].id == id) {
@@ -193,16 +209,19 @@ static bool prepare_and_trigger(sl_coordinator_t *c, int64_t id, int64_t ts) {
     for (int i = 0; i < c->npending; i++)
         if (c->pending[i].id == id) c->pending[i].triggered = true;
     pthread_mutex_unlock(&c->mu);
-    if (c->hooks.trigger) c->hooks.trigger(c->hooks.ctx, id, ts);
+    if (c->hooks.trigger) c->hooks.trigger(c->hooks.ctx, id, ts, kind);
     return true;
 }
 
-int64_t sl_coordinator_trigger(sl_coordinator_t *c) {
+int64_t sl_coordinator_trigger(sl_coordinator_t *c) { return sl_coordinator_trigger_kind(c, SL_SNAP_CHECKPOINT); }
+
+int64_t sl_coordinator_trigger_kind(sl_coordinator_t *c, int kind) {
+    if (kind < 0 || kind > SL_SNAP_KIND_MAX) return -1;
     pthread_mutex_lock(&c->mu);
     int64_t ts = 0;
-    int64_t id = start_locked(c, &ts);
+    int64_t id = start_locked(c, &ts, kind);
     pthread_mutex_unlock(&c->mu);
-    if (id >= 0 && !prepare_and_trigger(c, id, ts)) return -1;
+    if (id >= 0 && !prepare_and_trigger(c, id, ts, kind)) return -1;
     /* with every task finished it completes at once */
     pthread_mutex_lock(&c->mu);
     complete_ready(c);
@@ -211,6 +230,20 @@ int64_t sl_coordinator_trigger(sl_coordinator_t *c) {
 }
 
 void sl_coordinator_ack(sl_coordinator_t *c, int64_t id, int task) { sl_coordinator_ack_stats(c, id, task, NULL); }
+
+void sl_coordinator_request_final(sl_coordinator_t *c) {
+    pthread_mutex_lock(&c->mu);
+    if (c->final_wanted || c->sync_pending || c->sync_done) {
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    c->final_wanted = true;
+    c->final_from = c->next_id;
+    bool now = c->npending < c->cfg.max_concurrent;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    if (now) sl_coordinator_trigger(c); /* else the timer thread starts it when the pending one ends */
+}
 
 /* Where the figures of checkpoint id's task live (mu held), or NULL. */
 static sl_ckpt_task_stats_t *task_stats_for(sl_coordinator_t *c, int64_t id, int task) {
@@ -294,20 +327,27 @@ static void *timer_main(void *arg) {
         for (int i = c->npending - 1; i >= 0; i--)
             if (now >= c->pending[i].deadline_ns) abort_locked(c, i, "expired before completing");
         if (c->stop) break;
-        if (now >= next && c->npending < c->cfg.max_concurrent &&
-            now >= c->last_end_ns + c->cfg.min_pause_ms * 1000000LL) {
+        bool final_now = false; /* the final checkpoint: not held back by the interval or the pause */
+        if (c->final_wanted) {
+            final_now = true;
+            for (int i = 0; i < c->npending; i++)
+                if (c->pending[i].id >= c->final_from) final_now = false; /* it is under way */
+        }
+        if (((now >= next && now >= c->last_end_ns + c->cfg.min_pause_ms * 1000000LL) || final_now) &&
+            c->npending < c->cfg.max_concurrent) {
             int64_t ts = 0;
-            int64_t id = start_locked(c, &ts);
+            int64_t id = start_locked(c, &ts, SL_SNAP_CHECKPOINT);
             next = now + c->cfg.interval_ms * 1000000LL;
             if (id >= 0) {
                 pthread_mutex_unlock(&c->mu);
-                prepare_and_trigger(c, id, ts);
+                prepare_and_trigger(c, id, ts, SL_SNAP_CHECKPOINT);
                 pthread_mutex_lock(&c->mu);
                 complete_ready(c);
             }
             continue;
         }
         int64_t wake = next;
+        if (c->final_wanted && wake > now + 2000000) wake = now + 2000000; /* look again soon */
         for (int i = 0; i < c->npending; i++)
             if (c->pending[i].deadline_ns < wake) wake = c->pending[i].deadline_ns;
         if (wake < now + 1000000) wake = now + 1000000;
@@ -359,6 +399,13 @@ int sl_coordinator_stats(sl_coordinator_t *c, sl_ckpt_stats_t *out, int cap) {
     if (c->nstats - first > cap) first = c->nstats - cap;
     int n = 0;
     for (int64_t i = first; i < c->nstats; i++) out[n++] = c->stats[i % STATS_KEPT];
+    pthread_mutex_unlock(&c->mu);
+    return n;
+}
+
+int64_t sl_coordinator_next_id(sl_coordinator_t *c) {
+    pthread_mutex_lock(&c->mu);
+    int64_t n = c->next_id;
     pthread_mutex_unlock(&c->mu);
     return n;
 }

@@ -28,34 +28,51 @@
 
 typedef struct sl_coordinator_hooks {
     void *ctx;
-    /* Ask every running source task to inject barrier `id`. */
-    void (*trigger)(void *ctx, int64_t id, int64_t ts);
-    /* Checkpoint `id` is complete: notify every task. */
-    void (*complete)(void *ctx, int64_t id);
+    /* Ask every running source task to inject barrier `id` of this kind
+     * (sl_snapshot_kind_t, checkpoint/ckpt_config.h). */
+    void (*trigger)(void *ctx, int64_t id, int64_t ts, int kind);
+    /* Checkpoint `id` is complete: notify every task (an intermediate
+     * savepoint: the hook decides; Flink tells no task). */
+    void (*complete)(void *ctx, int64_t id, int kind);
     /* Checkpoint `id` was aborted (timeout, decline): tell every task. */
     void (*aborted)(void *ctx, int64_t id, const char *why);
     /* Too many failed checkpoints: fail the job with this message. */
     void (*fail_job)(void *ctx, const char *why);
     /* Optional: before the trigger (e.g. create chk-<id>); < 0 aborts it. */
-    int (*prepare)(void *ctx, int64_t id, int64_t ts, char *err, size_t errlen);
+    int (*prepare)(void *ctx, int64_t id, int64_t ts, int kind, char *err, size_t errlen);
     /* Optional: every task acknowledged; make the checkpoint durable (write
      * _metadata last).  Only when it returns 0 is `complete` called; < 0
      * aborts the checkpoint. */
-    int (*finalize)(void *ctx, int64_t id, char *err, size_t errlen);
+    int (*finalize)(void *ctx, int64_t id, int kind, char *err, size_t errlen);
 } sl_coordinator_hooks_t;
 
 typedef struct sl_coordinator sl_coordinator_t;
 
 sl_coordinator_t *sl_coordinator_new(const sl_ckpt_config_t *cfg, int ntasks, sl_coordinator_hooks_t hooks);
 void sl_coordinator_destroy(sl_coordinator_t *c);
-/* After a restore from checkpoint n: the next checkpoint is n + 1. */
+/* After a restore from checkpoint n: the next checkpoint is n + 1 (an id
+ * lower than the next one already is changes nothing). */
 void sl_coordinator_set_next_id(sl_coordinator_t *c, int64_t next);
+/* The id the next checkpoint would get. */
+int64_t sl_coordinator_next_id(sl_coordinator_t *c);
 /* Starts periodic triggering (if an interval is set). */
 void sl_coordinator_start(sl_coordinator_t *c);
 /* Stops the timer thread; pending checkpoints are dropped. */
 void sl_coordinator_stop(sl_coordinator_t *c);
 /* Triggers a checkpoint now; returns its id, or -1 when too many are pending. */
 int64_t sl_coordinator_trigger(sl_coordinator_t *c);
+/* Triggers a snapshot of this kind now (a savepoint is not held back by
+ * max concurrent checkpoints or the minimum pause); returns its id, or -1
+ * when it could not start (too many pending, a stop-with-savepoint already
+ * under way, or its prepare failed: the aborted hook said why).  While a
+ * stop-with-savepoint is pending no periodic checkpoint starts; once it
+ * completed none starts again. */
+int64_t sl_coordinator_trigger_kind(sl_coordinator_t *c, int kind);
+/* Every source's input ended (FLIP-147): the final checkpoint, which lets
+ * the tasks finish, starts now rather than at the next interval — at once
+ * if no checkpoint is pending, else as soon as the timer thread can.  Any
+ * thread. */
+void sl_coordinator_request_final(sl_coordinator_t *c);
 /* Task `task` (0..ntasks-1) acknowledged checkpoint `id`. */
 void sl_coordinator_ack(sl_coordinator_t *c, int64_t id, int task);
 /* Same, with the task's figures (kept per task for the recent checkpoints). */

@@ -18,6 +18,22 @@
 
 #define MAX_TMS 256
 #define MAX_JOBS 1024
+#define MAX_OPS 256                /* asynchronous operations remembered (the oldest ended ones go first) */
+#define OP_TRIGGER_WAIT_MS 60000   /* a checkpoint trigger that finds no room for this long fails */
+
+typedef enum { OP_CHECKPOINT = 0, OP_SAVEPOINT = 1 } op_kind_t;
+
+/* One asynchronous operation (a trigger id's request). */
+typedef struct dop {
+    char tid[33];                /* 32 hex digits */
+    char job[33];                /* the dispatcher's job id */
+    op_kind_t kind;
+    bool done;
+    int64_t ckpt_id;             /* -1: not known (yet) */
+    char location[4096];         /* success: the savepoint's directory */
+    char failure[1024];          /* failed: why ("" = succeeded) */
+    int64_t created_ms;
+} dop_t;
 
 typedef struct dtm {
     sl_dispatcher_t *d;
@@ -52,6 +68,9 @@ struct sl_dispatcher {
     djob_t *jobs[MAX_JOBS];
     int njobs;
     int64_t hb_seq, last_hb_sent_ms;
+    pthread_mutex_t ops_mu;      /* guards ops (taken before a job master's locks, never inside them) */
+    dop_t *ops[MAX_OPS];
+    int nops;
 };
 
 static int64_t now_ms(void) { return sl_mono_ns() / 1000000; }
@@ -239,8 +258,11 @@ static void rpc_on_closed(void *ctx, sl_rpc_conn_t *conn, const char *why) {
 
 /* Every 100 ms on the loop thread: heartbeats out every interval, and
  * TaskManagers silent for longer than the timeout declared lost. */
+static void ops_advance(sl_dispatcher_t *d);
+
 static void on_tick(void *ctx) {
     sl_dispatcher_t *d = ctx;
+    ops_advance(d);
     int64_t now = now_ms();
     bool send = now - d->last_hb_sent_ms >= d->cfg.heartbeat_interval_ms;
     if (send) d->last_hb_sent_ms = now;
@@ -286,7 +308,7 @@ static void *job_main(void *arg) {
 }
 
 int sl_dispatcher_submit(sl_dispatcher_t *d, const char *artifact, int nargs, char **args, const char *restore_path,
-                         char *job_id, size_t idcap, char *err, size_t errlen) {
+                         bool allow_nrs, char *job_id, size_t idcap, char *err, size_t errlen) {
     sl_plan_t *plan = NULL;
     int rc = d->cfg.compile(d->cfg.compile_ctx, artifact, nargs, args, &plan, err, errlen);
     if (rc < 0) return rc;
@@ -305,6 +327,7 @@ int sl_dispatcher_submit(sl_dispatcher_t *d, const char *artifact, int nargs, ch
                          .nargs = nargs,
                          .args = args,
                          .restore_path = restore_path,
+                         .allow_non_restored_state = allow_nrs,
                          .list_taskmanagers = list_tms,
                          .list_ctx = d,
                          .slot_request_timeout_ms = d->cfg.slot_request_timeout_ms,
@@ -333,6 +356,7 @@ int sl_dispatcher_submit(sl_dispatcher_t *d, const char *artifact, int nargs, ch
     return 0;
 }
 
+/* d->mu held. */
 static djob_t *job_by_id(sl_dispatcher_t *d, const char *id) {
     for (int i = 0; i < d->njobs; i++)
         if (!strcmp(d->jobs[i]->id, id)) return d->jobs[i];
@@ -450,7 +474,8 @@ static int rest_run(void *ud, const sl_rest_run_t *req, char *job_id, size_t idc
                        "parallelism %d: a job's parallelism is set by the job itself (sl_env_set_parallelism); "
                        "pass it as one of the job's arguments",
                        req->parallelism);
-    return sl_dispatcher_submit(d, artifact, req->nargs, req->args, req->savepoint_path, job_id, idcap, err, errlen);
+    return sl_dispatcher_submit(d, artifact, req->nargs, req->args, req->savepoint_path, req->allow_non_restored_state,
+                                job_id, idcap, err, errlen);
 }
 
 static int rest_cancel(void *ud, const char *id, char *err, size_t errlen) {
@@ -465,6 +490,340 @@ static int rest_cancel(void *ud, const char *id, char *err, size_t errlen) {
     return 0;
 }
 
+/* ---- asynchronous operations: checkpoint (and savepoint) triggers ----
+ *
+ * A trigger id names one request.  dispatcher_operation_new registers it
+ * (IN_PROGRESS) and writes its id; dispatcher_operation_complete records
+ * the outcome: success with a checkpoint id (>= 0 when known) and/or a
+ * location, or failure with a message.  GET .../checkpoints/:triggerid and
+ * .../savepoints/:triggerid read it (rest_operation).  Checkpoint triggers
+ * are driven here (ops_advance, on every tick and every poll): triggered
+ * when the coordinator has room, then completed from the checkpoint's fate.
+ * A savepoint registers with OP_SAVEPOINT and the savepoint's checkpoint id
+ * (rest_savepoint); ops_advance completes it from the job master's record
+ * of how it ended (sl_jm_savepoint_result).  Any thread; ops_mu is taken before a job master's
+ * locks, never under them. */
+
+static dop_t *op_find(sl_dispatcher_t *d, const char *tid) {
+    for (int i = 0; i < d->nops; i++)
+        if (!strcmp(d->ops[i]->tid, tid)) return d->ops[i];
+    return NULL;
+}
+
+/* Registers an operation of job job_id; its trigger id into tid[33]. */
+static void dispatcher_operation_new(sl_dispatcher_t *d, const char *job_id, op_kind_t kind, char tid[33]) {
+    dop_t *o = sl_calloc(1, sizeof *o);
+    uint8_t rnd[16];
+    RAND_bytes(rnd, sizeof rnd);
+    for (int i = 0; i < 16; i++) snprintf(o->tid + 2 * i, 3, "%02x", rnd[i]);
+    snprintf(o->job, sizeof o->job, "%s", job_id);
+    o->kind = kind;
+    o->ckpt_id = -1;
+    o->created_ms = now_ms();
+    pthread_mutex_lock(&d->ops_mu);
+    if (d->nops == MAX_OPS) { /* forget the oldest ended one, else the oldest */
+        int victim = 0;
+        for (int i = d->nops - 1; i >= 0; i--)
+            if (d->ops[i]->done) victim = i;
+        sl_free(d->ops[victim]);
+        memmove(&d->ops[victim], &d->ops[victim + 1], (size_t)(d->nops - victim - 1) * sizeof *d->ops);
+        d->nops--;
+    }
+    d->ops[d->nops++] = o;
+    pthread_mutex_unlock(&d->ops_mu);
+    snprintf(tid, 33, "%s", o->tid);
+}
+
+/* Ends operation tid (ops_mu held): failure NULL or "" = success. */
+static void op_complete_locked(dop_t *o, int64_t ckpt_id, const char *location, const char *failure) {
+    if (!o || o->done) return;
+    o->done = true;
+    if (ckpt_id >= 0) o->ckpt_id = ckpt_id;
+    snprintf(o->location, sizeof o->location, "%s", location ? location : "");
+    snprintf(o->failure, sizeof o->failure, "%s", failure ? failure : "");
+}
+
+/* Records the outcome of operation tid (see above); unknown ids are ignored. */
+__attribute__((unused)) static void dispatcher_operation_complete(sl_dispatcher_t *d, const char *tid, int64_t ckpt_id,
+                                                                  const char *location, const char *failure) {
+    pthread_mutex_lock(&d->ops_mu);
+    op_complete_locked(op_find(d, tid), ckpt_id, location, failure);
+    pthread_mutex_unlock(&d->ops_mu);
+}
+
+static djob_t *job_by_id(sl_dispatcher_t *d, const char *id);
+
+/* Moves every checkpoint trigger on: triggers it when there is room,
+ * completes it when its checkpoint completed or failed. */
+static void ops_advance(sl_dispatcher_t *d) {
+    pthread_mutex_lock(&d->ops_mu);
+    for (int i = 0; i < d->nops; i++) {
+        dop_t *o = d->ops[i];
+        if (o->done) continue;
+        pthread_mutex_lock(&d->mu);
+        djob_t *j = job_by_id(d, o->job);
+        bool ended = !j || j->done;
+        pthread_mutex_unlock(&d->mu);
+        char why[1024] = "";
+        if (o->kind == OP_SAVEPOINT) { /* the job master records how it ended */
+            char loc[4200] = "";
+            int rc = j ? sl_jm_savepoint_result(j->jm, o->ckpt_id, loc, sizeof loc, why, sizeof why) : SL_ENOTFOUND;
+            if (rc == 1) op_complete_locked(o, o->ckpt_id, loc, why);
+            else if (rc < 0 || ended)
+                op_complete_locked(o, o->ckpt_id, NULL, rc < 0 ? "the savepoint is no longer known"
+                                                               : "the job ended before the savepoint completed");
+            continue;
+        }
+        if (o->ckpt_id < 0) {
+            if (ended) {
+                op_complete_locked(o, -1, NULL, "the job ended before the checkpoint could be triggered");
+                continue;
+            }
+            int64_t id = -1;
+            if (sl_jm_trigger_checkpoint(j->jm, &id, why, sizeof why) < 0) op_complete_locked(o, -1, NULL, why);
+            else if (id >= 0) o->ckpt_id = id;
+            else if (now_ms() - o->created_ms > OP_TRIGGER_WAIT_MS)
+                op_complete_locked(o, -1, NULL, "the checkpoint could not be triggered: as many checkpoints as "
+                                                "allowed stayed pending (execution.checkpointing.max-concurrent-checkpoints)");
+            if (o->ckpt_id < 0) continue;
+        }
+        int rc = sl_jm_checkpoint_outcome(j->jm, o->ckpt_id, why, sizeof why);
+        if (rc == 1) op_complete_locked(o, o->ckpt_id, NULL, NULL);
+        else if (rc < 0) op_complete_locked(o, o->ckpt_id, NULL, why);
+        else if (ended) op_complete_locked(o, o->ckpt_id, NULL, "the job ended before the checkpoint completed");
+    }
+    pthread_mutex_unlock(&d->ops_mu);
+}
+
+/* ---- REST provider: checkpoints, configuration, exceptions ---- */
+
+/* The job (done or not), or NULL with SL_ENOTFOUND in err. */
+static djob_t *rest_job(sl_dispatcher_t *d, const char *id, char *err, size_t errlen) {
+    pthread_mutex_lock(&d->mu);
+    djob_t *j = job_by_id(d, id);
+    pthread_mutex_unlock(&d->mu);
+    if (!j) sl_errf(err, errlen, SL_ENOTFOUND, "Job %s not found", id);
+    return j;
+}
+
+static int rest_checkpoints(void *ud, const char *id, sl_rest_checkpoints_t *out, char *err, size_t errlen) {
+    sl_dispatcher_t *d = ud;
+    djob_t *j = rest_job(d, id, err, errlen);
+    if (!j) return SL_ENOTFOUND;
+    const sl_plan_t *p = sl_jm_plan(j->jm);
+    if (!p->cfg.ckpt_enabled) return sl_errf(err, errlen, SL_ESTATE, "Checkpointing is not enabled for job %s", id);
+    sl_jm_ckpt_view_t v;
+    sl_jm_checkpoint_view(j->jm, &v);
+    memset(out, 0, sizeof *out);
+    out->nvertices = p->nvertices;
+    out->vertices = calloc((size_t)(p->nvertices ? p->nvertices : 1), sizeof *out->vertices);
+    for (int k = 0; k < p->nvertices; k++) {
+        snprintf(out->vertices[k].id, sizeof out->vertices[k].id, "%016llx%016x",
+                 (unsigned long long)sl_plan_fingerprint(p), k);
+        snprintf(out->vertices[k].name, sizeof out->vertices[k].name, "%s", p->vertices[k].name);
+        out->vertices[k].parallelism = p->vertices[k].parallelism;
+    }
+    out->history = calloc((size_t)(v.nstats ? v.nstats : 1), sizeof *out->history);
+    out->nhistory = v.nstats;
+    int newer_completed = 0; /* completed checkpoints newer than the one at hand: beyond the retained, discarded */
+    for (int i = v.nstats - 1; i >= 0; i--) {
+        const sl_ckpt_stats_t *st = &v.stats[i];
+        sl_rest_checkpoint_t *c = &out->history[i];
+        c->id = st->id;
+        snprintf(c->status, sizeof c->status, "%s", st->completed ? "COMPLETED" : st->aborted ? "FAILED" : "IN_PROGRESS");
+        snprintf(c->type, sizeof c->type, "%s",
+                 sl_snap_is_sync(st->kind)        ? "SYNC_SAVEPOINT"
+                 : sl_snap_is_savepoint(st->kind) ? "SAVEPOINT"
+                 : st->unaligned_tasks > 0        ? "UNALIGNED_CHECKPOINT"
+                                                  : "CHECKPOINT");
+        c->is_savepoint = sl_snap_is_savepoint(st->kind);
+        c->trigger_timestamp = st->trigger_ms;
+        c->end_to_end_duration = st->completed ? st->duration_ms : -1;
+        if (st->completed && c->is_savepoint) { /* in its own directory, never discarded by retention */
+            char why[64];
+            sl_jm_savepoint_result(j->jm, st->id, c->external_path, sizeof c->external_path, why, sizeof why);
+        } else if (st->completed) {
+            if (p->cfg.ckpt_dir[0])
+                snprintf(c->external_path, sizeof c->external_path, "%s/%s/chk-%lld", p->cfg.ckpt_dir, p->job_id,
+                         (long long)st->id);
+            c->discarded = p->cfg.ckpt_retained > 0 && newer_completed >= p->cfg.ckpt_retained;
+            newer_completed++;
+        }
+        c->subtasks = calloc((size_t)(v.ntasks ? v.ntasks : 1), sizeof *c->subtasks);
+        for (int t = 0; t < v.ntasks; t++) {
+            const sl_ckpt_task_stats_t *ts = &v.tasks[(size_t)i * (size_t)v.ntasks + (size_t)t];
+            sl_rest_ckpt_subtask_t *o = &c->subtasks[t];
+            /* a finished task acknowledges implicitly: acknowledged, with no figures */
+            o->acked = ts->acked || st->completed;
+            o->ack_timestamp = ts->acked && ts->ack_ms ? ts->ack_ms : st->trigger_ms + st->duration_ms;
+            o->sync_ms = ts->sync_us / 1000;
+            o->async_ms = ts->async_us / 1000;
+            o->align_ms = ts->align_us / 1000;
+            o->state_size = o->checkpointed_size = ts->state_bytes;
+            o->persisted_data = ts->inflight_bytes;
+            o->unaligned = ts->unaligned;
+        }
+    }
+    out->total = v.total;
+    out->completed = v.completed;
+    out->failed = v.failed;
+    out->in_progress = v.in_progress;
+    out->restored = v.restored;
+    out->has_restored = v.restored > 0;
+    out->restored_id = v.restored_id;
+    out->restore_timestamp = v.restore_ts;
+    snprintf(out->restored_path, sizeof out->restored_path, "%s", v.restored_path);
+    sl_jm_ckpt_view_free(&v);
+    return 0;
+}
+
+static int rest_checkpoint_config(void *ud, const char *id, sl_rest_ckpt_config_t *o, char *err, size_t errlen) {
+    sl_dispatcher_t *d = ud;
+    djob_t *j = rest_job(d, id, err, errlen);
+    if (!j) return SL_ENOTFOUND;
+    const sl_plan_config_t *c = &sl_jm_plan(j->jm)->cfg;
+    if (!c->ckpt_enabled) return sl_errf(err, errlen, SL_ESTATE, "Checkpointing is not enabled for job %s", id);
+    memset(o, 0, sizeof *o);
+    o->exactly_once = c->ckpt.mode == SL_CKPT_EXACTLY_ONCE;
+    o->interval = c->ckpt.interval_ms;
+    o->timeout = c->ckpt.timeout_ms;
+    o->min_pause = c->ckpt.min_pause_ms;
+    o->max_concurrent = c->ckpt.max_concurrent;
+    o->tolerable_failed = c->ckpt.tolerable_failed;
+    o->unaligned = c->ckpt.unaligned;
+    o->aligned_checkpoint_timeout = c->ckpt.aligned_timeout_ms;
+    o->externalized = c->ckpt_retention != 0;             /* SL_CHECKPOINTS_NOT_RETAINED */
+    o->delete_on_cancellation = c->ckpt_retention == 1;   /* SL_CHECKPOINTS_DELETE_ON_CANCELLATION */
+    o->after_tasks_finish = true;                          /* finished tasks acknowledge implicitly */
+    snprintf(o->state_backend, sizeof o->state_backend, "%s",
+             c->backend == 1 ? "EmbeddedRocksDBStateBackend" : "HashMapStateBackend");
+    snprintf(o->checkpoint_storage, sizeof o->checkpoint_storage, "%s",
+             c->ckpt_dir[0] ? "FileSystemCheckpointStorage" : "JobManagerCheckpointStorage");
+    return 0;
+}
+
+static int rest_job_config(void *ud, const char *id, sl_rest_job_config_t *o, char *err, size_t errlen) {
+    sl_dispatcher_t *d = ud;
+    djob_t *j = rest_job(d, id, err, errlen);
+    if (!j) return SL_ENOTFOUND;
+    const sl_plan_t *p = sl_jm_plan(j->jm);
+    const sl_restart_config_t *r = &p->cfg.restart;
+    memset(o, 0, sizeof *o);
+    snprintf(o->name, sizeof o->name, "%s", p->job_name);
+    snprintf(o->execution_mode, sizeof o->execution_mode, "PIPELINED");
+    switch (r->kind) {
+    case SL_RESTART_NONE: snprintf(o->restart_strategy, sizeof o->restart_strategy, "Restart deactivated."); break;
+    case SL_RESTART_FIXED_DELAY:
+        snprintf(o->restart_strategy, sizeof o->restart_strategy, "Restart with fixed delay (%lld ms). #%d restart attempts.",
+                 (long long)r->delay_ms, r->attempts);
+        break;
+    case SL_RESTART_EXPONENTIAL_DELAY:
+        snprintf(o->restart_strategy, sizeof o->restart_strategy,
+                 "Restart with exponential delay: initial backoff %lld ms, maximum backoff %lld ms, multiplier %g.",
+                 (long long)r->initial_backoff_ms, (long long)r->max_backoff_ms, r->multiplier);
+        break;
+    case SL_RESTART_FAILURE_RATE:
+        snprintf(o->restart_strategy, sizeof o->restart_strategy,
+                 "Failure rate restart with maximum of %d failures within interval %lld ms and fixed delay %lld ms.",
+                 r->max_failures, (long long)r->interval_ms, (long long)r->delay_ms);
+        break;
+    }
+    for (int v = 0; v < p->nvertices; v++)
+        if (p->vertices[v].parallelism > o->parallelism) o->parallelism = p->vertices[v].parallelism;
+    return 0;
+}
+
+static int rest_exceptions(void *ud, const char *id, sl_rest_exception_t **out, int *n, char *err, size_t errlen) {
+    sl_dispatcher_t *d = ud;
+    djob_t *j = rest_job(d, id, err, errlen);
+    if (!j) return SL_ENOTFOUND;
+    sl_jm_exception_t e[32];
+    *n = sl_jm_exceptions(j->jm, e, 32);
+    *out = calloc((size_t)(*n ? *n : 1), sizeof **out);
+    for (int i = 0; i < *n; i++) {
+        sl_rest_exception_t *x = &(*out)[i];
+        snprintf(x->name, sizeof x->name, "%.63s", e[i].name);
+        snprintf(x->stacktrace, sizeof x->stacktrace, "%.63s: %.1023s", e[i].name, e[i].message);
+        x->timestamp = e[i].timestamp;
+        snprintf(x->task_name, sizeof x->task_name, "%.299s", e[i].task);
+        snprintf(x->location, sizeof x->location, "%.299s", e[i].location);
+        snprintf(x->tm_id, sizeof x->tm_id, "%.127s", e[i].tm_id);
+    }
+    return 0;
+}
+
+static int rest_checkpoint(void *ud, const char *id, char *tid, size_t cap, char *err, size_t errlen) {
+    sl_dispatcher_t *d = ud;
+    djob_t *j = rest_job(d, id, err, errlen);
+    if (!j) return SL_ENOTFOUND;
+    pthread_mutex_lock(&d->mu);
+    bool done = j->done;
+    pthread_mutex_unlock(&d->mu);
+    if (done) return sl_errf(err, errlen, SL_ESTATE, "Job %s has ended", id);
+    if (!sl_jm_plan(j->jm)->cfg.ckpt_enabled)
+        return sl_errf(err, errlen, SL_ESTATE, "Checkpointing is not enabled for job %s", id);
+    char t[33];
+    dispatcher_operation_new(d, id, OP_CHECKPOINT, t);
+    ops_advance(d); /* triggered at once when there is room */
+    snprintf(tid, cap, "%s", t);
+    return 0;
+}
+
+/* POST /jobs/:jobid/savepoints and /stop.  "cancel-job" (Flink's
+ * deprecated cancel-with-savepoint) stops the job with the savepoint, as
+ * stop without drain does. */
+static int rest_savepoint(void *ud, const char *id, const sl_rest_savepoint_req_t *req, char *tid, size_t cap,
+                          char *err, size_t errlen) {
+    sl_dispatcher_t *d = ud;
+    djob_t *j = rest_job(d, id, err, errlen);
+    if (!j) return SL_ENOTFOUND;
+    pthread_mutex_lock(&d->mu);
+    bool done = j->done;
+    pthread_mutex_unlock(&d->mu);
+    if (done) return sl_errf(err, errlen, SL_ESTATE, "Job %s has ended", id);
+    if (req->native)
+        return sl_errf(err, errlen, SL_EINVAL,
+                       "formatType NATIVE is not supported: sluice writes CANONICAL savepoints (they restore into "
+                       "either state backend)");
+    int kind = req->stop ? (req->drain ? SL_SNAP_SAVEPOINT_TERMINATE : SL_SNAP_SAVEPOINT_SUSPEND)
+                         : req->cancel_job ? SL_SNAP_SAVEPOINT_SUSPEND : SL_SNAP_SAVEPOINT;
+    int64_t sid = 0;
+    int rc = sl_jm_savepoint(j->jm, req->target_dir, kind, &sid, err, errlen);
+    if (rc < 0) return rc;
+    char names[2000];
+    if (sl_plan_derived_uids(sl_jm_plan(j->jm), names, sizeof names) > 0)
+        fprintf(stderr, "sluice: savepoint of job %s: %s have no uid (sl_uid); their state is kept under a uid "
+                        "derived from their place in the graph, which changes when what is upstream of them "
+                        "changes\n",
+                id, names);
+    char t[33];
+    dispatcher_operation_new(d, id, OP_SAVEPOINT, t);
+    pthread_mutex_lock(&d->ops_mu);
+    dop_t *o = op_find(d, t);
+    if (o) o->ckpt_id = sid;
+    pthread_mutex_unlock(&d->ops_mu);
+    snprintf(tid, cap, "%s", t);
+    return 0;
+}
+
+static int rest_operation(void *ud, const char *id, const char *tid, sl_rest_operation_t *out, char *err,
+                          size_t errlen) {
+    sl_dispatcher_t *d = ud;
+    if (!rest_job(d, id, err, errlen)) return SL_ENOTFOUND;
+    ops_advance(d);
+    pthread_mutex_lock(&d->ops_mu);
+    dop_t *o = op_find(d, tid);
+    if (o && strcmp(o->job, id)) o = NULL;
+    if (o) {
+        out->done = o->done;
+        out->checkpoint_id = o->ckpt_id;
+        snprintf(out->location, sizeof out->location, "%s", o->location);
+        snprintf(out->failure, sizeof out->failure, "%s", o->failure);
+    }
+    pthread_mutex_unlock(&d->ops_mu);
+    return o ? 0 : sl_errf(err, errlen, SL_ENOTFOUND, "Operation not found under key: %s", tid);
+}
+
 /* ---- life ---- */
 
 int sl_dispatcher_new(const sl_dispatcher_config_t *cfg, sl_dispatcher_t **out, char *err, size_t errlen) {
@@ -476,6 +835,7 @@ int sl_dispatcher_new(const sl_dispatcher_config_t *cfg, sl_dispatcher_t **out, 
     if (d->cfg.heartbeat_interval_ms <= 0) d->cfg.heartbeat_interval_ms = 10000;
     if (d->cfg.heartbeat_timeout_ms <= 0) d->cfg.heartbeat_timeout_ms = 50000;
     pthread_mutex_init(&d->mu, NULL);
+    pthread_mutex_init(&d->ops_mu, NULL);
     sl_rpc_config_t rc = {.secret = d->secret, .name = "jobmanager"};
     int r = sl_rpc_new(&rc, &d->rpc, err, errlen);
     sl_rpc_callbacks_t cbs = {rpc_on_open, rpc_on_message, rpc_on_closed, d};
@@ -494,7 +854,14 @@ int sl_dispatcher_new(const sl_dispatcher_config_t *cfg, sl_dispatcher_t **out, 
                                 .job_detail = rest_job_detail,
                                 .taskmanagers = rest_taskmanagers,
                                 .run = rest_run,
-                                .cancel = rest_cancel};
+                                .cancel = rest_cancel,
+                                .checkpoints = rest_checkpoints,
+                                .checkpoint_config = rest_checkpoint_config,
+                                .job_config = rest_job_config,
+                                .exceptions = rest_exceptions,
+                                .checkpoint = rest_checkpoint,
+                                .operation = rest_operation,
+                                .savepoint = rest_savepoint};
         r = sl_rest_new(&rcfg, &p, &d->rest, err, errlen);
     }
     if (r == 0) {
@@ -531,6 +898,8 @@ void sl_dispatcher_destroy(sl_dispatcher_t *d) {
         sl_free(d->tms[i]);
     }
     pthread_mutex_destroy(&d->mu);
+    for (int i = 0; i < d->nops; i++) sl_free(d->ops[i]);
+    pthread_mutex_destroy(&d->ops_mu);
     sl_free(d->secret);
     sl_free(d);
 }

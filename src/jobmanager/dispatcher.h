@@ -48,9 +48,11 @@ typedef struct sl_dispatcher_config {
 int sl_dispatcher_new(const sl_dispatcher_config_t *cfg, sl_dispatcher_t **out, char *err, size_t errlen);
 int sl_dispatcher_rpc_port(const sl_dispatcher_t *d);
 int sl_dispatcher_rest_port(const sl_dispatcher_t *d);
-/* Submits a job; its 32-hex id goes to job_id.  Any thread. */
+/* Submits a job; its 32-hex id goes to job_id.  restore_path: a chk-<n>
+ * or savepoint directory to start from (NULL: none); allow_nrs:
+ * --allowNonRestoredState.  Any thread. */
 int sl_dispatcher_submit(sl_dispatcher_t *d, const char *artifact, int nargs, char **args, const char *restore_path,
-                         char *job_id, size_t idcap, char *err, size_t errlen);
+                         bool allow_nrs, char *job_id, size_t idcap, char *err, size_t errlen);
 /* Cancels every job, waits for them, stops the servers. */
 void sl_dispatcher_destroy(sl_dispatcher_t *d);
 

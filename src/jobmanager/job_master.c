@@ -16,6 +16,19 @@
 #include "jobmanager/restart_strategy.h"
 
 #define MAX_TMS 256
+#define SAVEPOINTS_KEPT 64
+
+/* A savepoint asked for (sl_jm_savepoint) and how it ended. */
+typedef struct jm_savepoint {
+    int64_t id;                 /* 0: free */
+    int kind;
+    char dir[4096];             /* the parent directory asked for */
+    bool done;
+    char location[4200];        /* its directory, once written */
+    char failure[1024];
+} jm_savepoint_t;
+#define JM_STATS_KEPT 64       /* checkpoint figures of ended attempts kept for the REST API */
+#define JM_EXCEPTIONS_KEPT 16  /* failures kept (Flink's web.exception-history-size) */
 
 typedef struct jm_tm {
     sl_jm_taskmanager_t gw;
@@ -49,6 +62,8 @@ struct sl_job_master {
     char *restore_path;         /* of the current attempt, or NULL */
     int64_t restore_id;
     int64_t *rec_in, *rec_out, *rec_skipped; /* per node, this attempt */
+    bool *eod;                  /* per task index: a source reported the end of its input */
+    int neod, nsources;
     int64_t max_sync_ns;
 
     /* checkpoints (coordinator's hooks) */
@@ -60,9 +75,50 @@ struct sl_job_master {
     sl_ckpt_metadata_t *pending_md[64]; /* being assembled, by id % 64 */
     sl_msg_op_state_t **final_state;    /* per task index: its state at its end */
     int *nfinal;
+
+    /* savepoints: sp_trigger_mu serializes sl_jm_savepoint; sp_mu guards the rest */
+    bool allow_nrs;             /* --allowNonRestoredState */
+    int64_t next_ckpt_id;       /* the first id the next attempt may issue (run thread) */
+    pthread_mutex_t sp_trigger_mu, sp_mu;
+    const char *sp_next_dir;    /* while sl_jm_savepoint triggers: its directory */
+    jm_savepoint_t sp[SAVEPOINTS_KEPT];
+    int64_t nsp;
+    char *stopped_at;           /* a completed stop-with-savepoint: restarts restore from it */
+    /* for the REST API (guarded by coord_mu): the checkpoint figures of
+     * earlier attempts, the restores, and (under mu) the failures */
+    sl_ckpt_stats_t arch[JM_STATS_KEPT];         /* ring, by narch */
+    sl_ckpt_task_stats_t *arch_tasks;            /* [JM_STATS_KEPT][ntasks] alongside */
+    int64_t narch;
+    int64_t arch_total, arch_completed, arch_failed; /* counts of the ended attempts */
+    int64_t coord_first_id;                      /* the current coordinator's first checkpoint id */
+    int64_t nrestored, restored_id, restore_ts;
+    char restored_path[1024];
+    sl_jm_exception_t exc[JM_EXCEPTIONS_KEPT];   /* ring, by nexc (under mu) */
+    int64_t nexc;
 };
 
+/* sp_mu held. */
+static jm_savepoint_t *sp_find(sl_job_master_t *jm, int64_t id) {
+    for (int i = 0; i < SAVEPOINTS_KEPT; i++)
+        if (jm->sp[i].id == id && id > 0) return &jm->sp[i];
+    return NULL;
+}
+
+/* Savepoint id failed (aborted, or could not start). */
+static void sp_end(sl_job_master_t *jm, int64_t id, const char *failure) {
+    pthread_mutex_lock(&jm->sp_mu);
+    jm_savepoint_t *sp = sp_find(jm, id);
+    if (sp && !sp->done) {
+        sp->done = true;
+        snprintf(sp->failure, sizeof sp->failure, "%s", failure && failure[0] ? failure : "failed");
+    }
+    pthread_mutex_unlock(&jm->sp_mu);
+}
+
 static void tm_send(sl_job_master_t *jm, int tm, sl_msg_t *m) { jm->tms[tm].gw.send(jm->tms[tm].gw.ctx, m); }
+static void note_failure(sl_job_master_t *jm, const char *name, const char *msg, int task);
+static void note_attempt_start(sl_job_master_t *jm);
+static void archive_stats(sl_job_master_t *jm, sl_coordinator_t *coord);
 static bool cancel_requested(sl_job_master_t *jm);
 static void refresh_tms(sl_job_master_t *jm);
 static void set_status(sl_job_master_t *jm, const char *st) {
@@ -92,6 +148,7 @@ typedef struct notify_arg {
     int attempt;
     int64_t id, ts;
     const char *reason;
+    int kind;
 } notify_arg_t;
 
 static void fill_trigger(sl_msg_t *m, const void *p) {
@@ -100,6 +157,7 @@ static void fill_trigger(sl_msg_t *m, const void *p) {
     m->u.trigger.attempt = a->attempt;
     m->u.trigger.checkpoint_id = a->id;
     m->u.trigger.timestamp = a->ts;
+    m->u.trigger.kind = a->kind;
 }
 
 static void fill_notify(sl_msg_t *m, const void *p) {
@@ -127,9 +185,9 @@ static int current_attempt(sl_job_master_t *jm) {
 /* To every TaskManager, for the current attempt (the coordinator's hooks:
  * a coordinator only lives during its attempt). */
 static void broadcast(sl_job_master_t *jm, int type, void (*fill)(sl_msg_t *, const void *), int64_t id, int64_t ts,
-                      const char *reason) {
+                      const char *reason, int kind) {
     sl_msg_t proto = {.type = type};
-    notify_arg_t a = {jm, current_attempt(jm), id, ts, reason};
+    notify_arg_t a = {jm, current_attempt(jm), id, ts, reason, kind};
     send_all(jm, &proto, fill, &a);
 }
 
@@ -138,20 +196,38 @@ static void broadcast(sl_job_master_t *jm, int type, void (*fill)(sl_msg_t *, co
  * by the time a failure's cancellation goes out. */
 static void cancel_everywhere(sl_job_master_t *jm, int attempt, const char *why) {
     sl_msg_t proto = {.type = SL_MSG_CANCEL};
-    notify_arg_t a = {jm, attempt, 0, 0, why};
+    notify_arg_t a = {jm, attempt, 0, 0, why, 0};
     send_all(jm, &proto, fill_cancel, &a);
 }
 
 /* ---- coordinator hooks (coordinator's thread or the handling thread) ---- */
 
-static void hook_trigger(void *ctx, int64_t id, int64_t ts) {
-    broadcast(ctx, SL_MSG_TRIGGER, fill_trigger, id, ts, NULL);
+static void hook_trigger(void *ctx, int64_t id, int64_t ts, int kind) {
+    broadcast(ctx, SL_MSG_TRIGGER, fill_trigger, id, ts, NULL, kind);
 }
 
-static void hook_complete(void *ctx, int64_t id) { broadcast(ctx, SL_MSG_COMPLETE, fill_notify, id, 0, NULL); }
+/* An intermediate savepoint tells no task (Flink 1.15+: it commits no side
+ * effect, and a failure restores the latest checkpoint, not it); a
+ * stop-with-savepoint does, and from then on it is what a restart restores. */
+static void hook_complete(void *ctx, int64_t id, int kind) {
+    sl_job_master_t *jm = ctx;
+    if (sl_snap_is_savepoint(kind)) {
+        pthread_mutex_lock(&jm->sp_mu);
+        jm_savepoint_t *sp = sp_find(jm, id);
+        if (sp) sp->done = true;
+        if (sp && sl_snap_is_sync(kind)) {
+            sl_free(jm->stopped_at);
+            jm->stopped_at = sl_strdup(sp->location);
+        }
+        pthread_mutex_unlock(&jm->sp_mu);
+    }
+    if (kind != SL_SNAP_SAVEPOINT) broadcast(jm, SL_MSG_COMPLETE, fill_notify, id, 0, NULL, kind);
+}
 
 static void hook_aborted(void *ctx, int64_t id, const char *why) {
-    broadcast(ctx, SL_MSG_ABORTED, fill_notify, id, 0, why);
+    sl_job_master_t *jm = ctx;
+    sp_end(jm, id, why);
+    broadcast(jm, SL_MSG_ABORTED, fill_notify, id, 0, why, 0);
 }
 
 static void hook_fail(void *ctx, const char *why) {
@@ -163,19 +239,37 @@ static void hook_fail(void *ctx, const char *why) {
         jm->failed = true;
         jm->fail_rc = SL_EIO;
         snprintf(jm->fail_msg, sizeof jm->fail_msg, "%s", why);
+        note_failure(jm, "sluice.CheckpointException", why, -1);
     }
     pthread_mutex_unlock(&jm->mu);
     if (first) cancel_everywhere(jm, attempt, why);
 }
 
-static int hook_prepare(void *ctx, int64_t id, int64_t ts, char *err, size_t errlen) {
+static int hook_prepare(void *ctx, int64_t id, int64_t ts, int kind, char *err, size_t errlen) {
     sl_job_master_t *jm = ctx;
+    if (sl_snap_is_savepoint(kind)) { /* sl_jm_savepoint is triggering it, with its directory */
+        pthread_mutex_lock(&jm->sp_mu);
+        jm_savepoint_t *sp = &jm->sp[jm->nsp++ % SAVEPOINTS_KEPT];
+        memset(sp, 0, sizeof *sp);
+        sp->id = id;
+        sp->kind = kind;
+        snprintf(sp->dir, sizeof sp->dir, "%s", jm->sp_next_dir ? jm->sp_next_dir : "");
+        pthread_mutex_unlock(&jm->sp_mu);
+        if (!jm->storage) {
+            sp_end(jm, id, "the job has no checkpoint directory (execution.checkpointing.dir) to stage it in");
+            return sl_errf(err, errlen, SL_ESTATE, "a savepoint needs execution.checkpointing.dir");
+        }
+    }
     if (!jm->storage) return 0;
     int rc = jm->storage->ops->create_checkpoint(jm->storage, id, err, errlen);
     if (rc < 0) return rc;
     const sl_plan_t *p = jm->plan;
     sl_ckpt_metadata_t *md = sl_ckpt_metadata_new(id, p->job_id, p->job_name, p->cfg.max_parallelism);
     md->trigger_ts = ts;
+    if (sl_snap_is_savepoint(kind)) {
+        md->type = SL_CKPT_SAVEPOINT;
+        md->format = SL_CKPT_FORMAT_CANONICAL;
+    }
     sl_ckpt_metadata_set_str(&md->backend, "heap");
     for (int i = 0; i < p->nnodes; i++)
         sl_ckpt_metadata_add_operator(md, p->nodes[i].uid, p->nodes[i].id, p->nodes[i].parallelism,
@@ -205,7 +299,7 @@ static void add_final_state(sl_job_master_t *jm, sl_ckpt_metadata_t *md) {
     }
 }
 
-static int hook_finalize(void *ctx, int64_t id, char *err, size_t errlen) {
+static int hook_finalize(void *ctx, int64_t id, int kind, char *err, size_t errlen) {
     sl_job_master_t *jm = ctx;
     pthread_mutex_lock(&jm->mu);
     bool stopping = jm->failed || jm->canceled;
@@ -222,6 +316,20 @@ static int hook_finalize(void *ctx, int64_t id, char *err, size_t errlen) {
     pthread_mutex_unlock(&jm->ckpt_mu);
     if (!md) return sl_errf(err, errlen, SL_ESTATE, "checkpoint %lld: no metadata being assembled", (long long)id);
     md->completion_ts = sl_wall_ms();
+    if (sl_snap_is_savepoint(kind)) {
+        char dir[4096] = "", loc[4200] = "";
+        pthread_mutex_lock(&jm->sp_mu);
+        jm_savepoint_t *sp = sp_find(jm, id);
+        if (sp) snprintf(dir, sizeof dir, "%s", sp->dir);
+        pthread_mutex_unlock(&jm->sp_mu);
+        int rc = jm->storage->ops->commit_savepoint(jm->storage, md, dir, loc, sizeof loc, err, errlen);
+        sl_ckpt_metadata_free(md);
+        if (rc < 0) return rc; /* the coordinator aborts it: hook_aborted records why */
+        pthread_mutex_lock(&jm->sp_mu);
+        if ((sp = sp_find(jm, id))) snprintf(sp->location, sizeof sp->location, "%s", loc);
+        pthread_mutex_unlock(&jm->sp_mu);
+        return 0;
+    }
     int rc = jm->storage->ops->commit(jm->storage, md, err, errlen);
     sl_ckpt_metadata_free(md);
     if (rc < 0) return rc;
@@ -250,7 +358,8 @@ static void on_ack(sl_job_master_t *jm, sl_msg_ack_t *a) {
                                .async_us = a->async_us,
                                .state_bytes = a->state_bytes,
                                .inflight_bytes = a->inflight_bytes,
-                               .unaligned = a->unaligned};
+                               .unaligned = a->unaligned,
+                               .ack_ms = sl_wall_ms()};
     pthread_mutex_lock(&jm->coord_mu);
     if (jm->coord) sl_coordinator_ack_stats(jm->coord, a->checkpoint_id, a->task.index, &ts);
     pthread_mutex_unlock(&jm->coord_mu);
@@ -260,6 +369,10 @@ static void on_task_state(sl_job_master_t *jm, sl_msg_task_state_t *s) {
     int i = s->task.index;
     if (i < 0 || i >= jm->plan->ntasks) return;
     pthread_mutex_lock(&jm->coord_mu);
+    if (s->end_of_data && !jm->eod[i]) { /* FLIP-147: every source is done: the final checkpoint now */
+        jm->eod[i] = true;
+        if (++jm->neod == jm->nsources && jm->coord) sl_coordinator_request_final(jm->coord);
+    }
     if (s->state == SL_TASK_FINISHED && jm->coord) {
         pthread_mutex_lock(&jm->ckpt_mu);
         jm->final_state[i] = s->final_state;
@@ -291,6 +404,7 @@ static void on_task_state(sl_job_master_t *jm, sl_msg_task_state_t *s) {
             jm->fail_rc = s->error_code < 0 ? s->error_code : SL_EIO;
             snprintf(jm->fail_msg, sizeof jm->fail_msg, "%s", s->message ? s->message : "task failed");
             snprintf(why, sizeof why, "%s", jm->fail_msg);
+            note_failure(jm, "sluice.TaskException", jm->fail_msg, i);
             cancel = true;
         } else if (s->state == SL_TASK_CANCELED && !jm->failed && !jm->canceled) {
             /* nobody asked for it (e.g. a channel to another TaskManager failed before the
@@ -300,6 +414,7 @@ static void on_task_state(sl_job_master_t *jm, sl_msg_task_state_t *s) {
             snprintf(jm->fail_msg, sizeof jm->fail_msg, "subtask %d of vertex '%s' was cancelled on its TaskManager",
                      s->task.subtask + 1, jm->plan->vertices[s->task.vertex < jm->plan->nvertices ? s->task.vertex : 0].name);
             snprintf(why, sizeof why, "%s", jm->fail_msg);
+            note_failure(jm, "sluice.TaskCanceledException", jm->fail_msg, i);
             cancel = true;
         }
         pthread_cond_broadcast(&jm->cv);
@@ -472,10 +587,25 @@ static int check_restore(sl_job_master_t *jm, char *err, size_t errlen) {
             has_state = has_state || mo->subtasks[st].nblobs > 0 || mo->subtasks[st].nhandles > 0;
         bool matched = false;
         for (int k = 0; k < jm->plan->nnodes && !matched; k++) matched = strcmp(jm->plan->nodes[k].uid, mo->uid) == 0;
-        if (has_state && !matched)
+        bool keyed = false;
+        for (int st = 0; st < mo->parallelism; st++)
+            for (int h = 0; h < mo->subtasks[st].nhandles; h++) keyed = true;
+        const char *what = md->type == SL_CKPT_SAVEPOINT ? "savepoint" : "checkpoint";
+        if (has_state && !matched && !jm->allow_nrs)
             rc = sl_errf(err, errlen, SL_EINVAL,
-                         "restore: checkpoint %lld holds state for operator '%s', which is not in this job",
-                         (long long)md->checkpoint_id, mo->uid);
+                         "restore: %s %lld (%s) holds state for operator '%s', which is not in this job; "
+                         "run with -n (--allowNonRestoredState) to drop it",
+                         what, (long long)md->checkpoint_id, jm->restore_path, mo->uid);
+        else if (has_state && !matched)
+            fprintf(stderr, "sluice: restore: dropping the state of operator '%s' (not in this job; "
+                            "--allowNonRestoredState)\n", mo->uid);
+        else if (keyed && mo->max_parallelism != jm->plan->cfg.max_parallelism)
+            rc = sl_errf(err, errlen, SL_EINVAL,
+                         "restore: operator '%s' has keyed state for max parallelism %d in %s %lld, the job has %d: "
+                         "keyed state is split into max-parallelism key groups, so pipeline.max-parallelism "
+                         "must not change",
+                         mo->uid, mo->max_parallelism, what, (long long)md->checkpoint_id,
+                         jm->plan->cfg.max_parallelism);
     }
     sl_ckpt_metadata_free(md);
     return rc;
@@ -496,6 +626,10 @@ static void reset_attempt(sl_job_master_t *jm) {
     memset(jm->rec_out, 0, (size_t)(p->nnodes ? p->nnodes : 1) * sizeof *jm->rec_out);
     memset(jm->rec_skipped, 0, (size_t)(p->nnodes ? p->nnodes : 1) * sizeof *jm->rec_skipped);
     pthread_mutex_unlock(&jm->mu);
+    pthread_mutex_lock(&jm->coord_mu);
+    memset(jm->eod, 0, (size_t)(p->ntasks ? p->ntasks : 1) * sizeof *jm->eod);
+    jm->neod = 0;
+    pthread_mutex_unlock(&jm->coord_mu);
     pthread_mutex_lock(&jm->ckpt_mu);
     for (int i = 0; i < p->ntasks; i++) {
         for (int k = 0; k < jm->nfinal[i]; k++) {
@@ -548,6 +682,9 @@ static int run_attempt(sl_job_master_t *jm, sl_job_result_t *res) {
     if (rc < 0) {
         if (jm->storage) jm->storage->ops->destroy(jm->storage);
         jm->storage = NULL;
+        pthread_mutex_lock(&jm->mu);
+        note_failure(jm, "sluice.JobException", res->err, -1);
+        pthread_mutex_unlock(&jm->mu);
         return rc;
     }
     sl_coordinator_t *coord = NULL;
@@ -555,9 +692,15 @@ static int run_attempt(sl_job_master_t *jm, sl_job_result_t *res) {
         sl_coordinator_hooks_t hooks = {jm, hook_trigger, hook_complete, hook_aborted, hook_fail, hook_prepare,
                                         hook_finalize};
         coord = sl_coordinator_new(&p->cfg.ckpt, p->ntasks, hooks);
+        /* ids never repeat within the job (Flink's CheckpointIDCounter): an
+         * attempt restored from checkpoint n goes on after n and after every id
+         * an earlier attempt issued, so no trigger, savepoint record or
+         * transaction name is reused */
         if (jm->restore_path) sl_coordinator_set_next_id(coord, jm->restore_id + 1);
+        sl_coordinator_set_next_id(coord, jm->next_ckpt_id);
         pthread_mutex_lock(&jm->coord_mu);
         jm->coord = coord;
+        note_attempt_start(jm);
         pthread_mutex_unlock(&jm->coord_mu);
     }
     deploy(jm);
@@ -574,6 +717,7 @@ static int run_attempt(sl_job_master_t *jm, sl_job_result_t *res) {
     pthread_mutex_unlock(&jm->mu);
     if (coord) {
         pthread_mutex_lock(&jm->coord_mu);
+        archive_stats(jm, coord);
         jm->coord = NULL;
         pthread_mutex_unlock(&jm->coord_mu);
         sl_coordinator_stop(coord);
@@ -581,6 +725,16 @@ static int run_attempt(sl_job_master_t *jm, sl_job_result_t *res) {
             char gerr[300];
             sl_ckpt_storage_gc_shared(jm->storage, gerr, sizeof gerr);
         }
+        pthread_mutex_lock(&jm->sp_mu);
+        for (int i = 0; i < SAVEPOINTS_KEPT; i++)
+            if (jm->sp[i].id && !jm->sp[i].done) {
+                jm->sp[i].done = true;
+                snprintf(jm->sp[i].failure, sizeof jm->sp[i].failure, "%s",
+                             failed ? "the job failed before the savepoint completed"
+                                    : canceled ? "the job was cancelled before the savepoint completed"
+                                               : "the job ended before the savepoint completed");
+            }
+        pthread_mutex_unlock(&jm->sp_mu);
         res->ckpts_completed = sl_coordinator_completed(coord, NULL);
         res->nckpt_stats = sl_coordinator_stats(coord, res->ckpt_stats, 64);
         sl_free(res->task_stats);
@@ -589,6 +743,7 @@ static int run_attempt(sl_job_master_t *jm, sl_job_result_t *res) {
                                     sizeof *res->task_stats);
         for (int i = 0; i < res->nckpt_stats; i++)
             sl_coordinator_task_stats(coord, res->ckpt_stats[i].id, &res->task_stats[(size_t)i * (size_t)p->ntasks]);
+        jm->next_ckpt_id = sl_coordinator_next_id(coord);
         sl_coordinator_destroy(coord);
     }
     if (jm->storage) jm->storage->ops->destroy(jm->storage);
@@ -616,6 +771,14 @@ static int run_attempt(sl_job_master_t *jm, sl_job_result_t *res) {
  * becomes the state to restore. */
 static int prepare_restart(sl_job_master_t *jm, char *err, size_t errlen) {
     const sl_plan_t *p = jm->plan;
+    pthread_mutex_lock(&jm->sp_mu);
+    char *stopped = jm->stopped_at ? sl_strdup(jm->stopped_at) : NULL;
+    pthread_mutex_unlock(&jm->sp_mu);
+    if (stopped) { /* its sinks committed: nothing older may be restored */
+        sl_free(jm->restore_path);
+        jm->restore_path = stopped;
+        return 0;
+    }
     if (!p->cfg.ckpt_dir[0]) return 0;
     sl_ckpt_storage_t *st = NULL;
     char serr[600];
@@ -732,6 +895,9 @@ int sl_jm_new(const sl_plan_t *plan, const sl_jm_config_t *cfg, sl_job_master_t 
     jm->args = sl_calloc((size_t)(jm->nargs ? jm->nargs : 1), sizeof *jm->args);
     for (int i = 0; i < jm->nargs; i++) jm->args[i] = sl_strdup(cfg->args[i]);
     if (cfg && cfg->restore_path) jm->restore_path = sl_strdup(cfg->restore_path);
+    jm->allow_nrs = cfg && cfg->allow_non_restored_state;
+    pthread_mutex_init(&jm->sp_trigger_mu, NULL);
+    pthread_mutex_init(&jm->sp_mu, NULL);
     int nt = jm->plan->ntasks ? jm->plan->ntasks : 1, nn = jm->plan->nnodes ? jm->plan->nnodes : 1;
     jm->placement = sl_calloc((size_t)nt, sizeof *jm->placement);
     jm->state = sl_calloc((size_t)nt, sizeof *jm->state);
@@ -740,6 +906,11 @@ int sl_jm_new(const sl_plan_t *plan, const sl_jm_config_t *cfg, sl_job_master_t 
     jm->rec_in = sl_calloc((size_t)nn, sizeof *jm->rec_in);
     jm->rec_out = sl_calloc((size_t)nn, sizeof *jm->rec_out);
     jm->rec_skipped = sl_calloc((size_t)nn, sizeof *jm->rec_skipped);
+    jm->eod = sl_calloc((size_t)nt, sizeof *jm->eod);
+    for (int v = 0; v < jm->plan->nvertices; v++)
+        if (jm->plan->nodes[jm->plan->vertices[v].nodes[0]].kind == SL_PLAN_SOURCE)
+            jm->nsources += jm->plan->vertices[v].parallelism;
+    jm->arch_tasks = sl_calloc((size_t)JM_STATS_KEPT * (size_t)nt, sizeof *jm->arch_tasks);
     jm->attempt = -1;
     jm->status = "CREATED";
     jm->list_tms = cfg ? cfg->list_taskmanagers : NULL;
@@ -797,6 +968,7 @@ void sl_jm_taskmanager_lost(sl_job_master_t *jm, const char *tm_id, const char *
             jm->failed = true;
             jm->fail_rc = SL_EIO;
             snprintf(jm->fail_msg, sizeof jm->fail_msg, "%s", why);
+            note_failure(jm, "sluice.TaskManagerLostException", why, i);
             cancel = true;
         }
         jm->state[i] = SL_TASK_FAILED;
@@ -834,6 +1006,8 @@ void sl_jm_destroy(sl_job_master_t *jm) {
     sl_free(jm->rec_in);
     sl_free(jm->rec_out);
     sl_free(jm->rec_skipped);
+    sl_free(jm->eod);
+    sl_free(jm->arch_tasks);
     sl_buf_free(&jm->plan_bytes);
     sl_plan_free(jm->plan);
     sl_free(jm->plan);
@@ -841,6 +1015,242 @@ void sl_jm_destroy(sl_job_master_t *jm) {
     pthread_cond_destroy(&jm->cv);
     pthread_mutex_destroy(&jm->ckpt_mu);
     pthread_mutex_destroy(&jm->coord_mu);
+    pthread_mutex_destroy(&jm->sp_trigger_mu);
+    pthread_mutex_destroy(&jm->sp_mu);
+    sl_free(jm->stopped_at);
     sl_free(jm);
 }
 
+int sl_jm_savepoint(sl_job_master_t *jm, const char *dir, int kind, int64_t *id, char *err, size_t errlen) {
+    *id = 0;
+    if (!sl_snap_is_savepoint(kind) || kind > SL_SNAP_KIND_MAX)
+        return sl_errf(err, errlen, SL_EINVAL, "savepoint: kind %d is not a kind of savepoint", kind);
+    const sl_plan_t *p = jm->plan;
+    if (!dir || !dir[0]) dir = p->cfg.savepoint_dir;
+    if (!dir || !dir[0])
+        return sl_errf(err, errlen, SL_EINVAL,
+                       "savepoint: no target directory given and the job has no "
+                       "execution.checkpointing.savepoint-dir");
+    if (dir[0] != '/')
+        return sl_errf(err, errlen, SL_EINVAL, "savepoint: the target directory '%s' is not an absolute path", dir);
+    for (const char *q = dir; (q = strstr(q, "..")); q += 2)
+        if ((q == dir || q[-1] == '/') && (q[2] == 0 || q[2] == '/'))
+            return sl_errf(err, errlen, SL_EINVAL, "savepoint: the target directory '%s' contains '..'", dir);
+    if (!p->cfg.ckpt_enabled)
+        return sl_errf(err, errlen, SL_ESTATE,
+                       "savepoint: job '%s' runs without checkpointing (execution.checkpointing.interval); sluice "
+                       "takes savepoints through the checkpoint coordinator",
+                       p->job_name);
+    if (!p->cfg.ckpt_dir[0])
+        return sl_errf(err, errlen, SL_ESTATE,
+                       "savepoint: job '%s' has no execution.checkpointing.dir, where its savepoints are staged",
+                       p->job_name);
+    pthread_mutex_lock(&jm->sp_trigger_mu);
+    pthread_mutex_lock(&jm->coord_mu);
+    int rc = 0;
+    const char *status = sl_jm_status(jm, NULL);
+    if (!jm->coord || strcmp(status, "RUNNING") != 0) {
+        rc = sl_errf(err, errlen, SL_ESTATE, "savepoint: job '%s' is %s, not RUNNING", p->job_name, status);
+    } else {
+        pthread_mutex_lock(&jm->sp_mu);
+        jm->sp_next_dir = dir;
+        pthread_mutex_unlock(&jm->sp_mu);
+        int64_t before = jm->nsp;
+        *id = sl_coordinator_trigger_kind(jm->coord, kind);
+        pthread_mutex_lock(&jm->sp_mu);
+        jm->sp_next_dir = NULL;
+        if (*id < 0 && jm->nsp > before) { /* prepare refused it: it has its record with the reason */
+            jm_savepoint_t *sp = &jm->sp[(jm->nsp - 1) % SAVEPOINTS_KEPT];
+            rc = sl_errf(err, errlen, SL_ESTATE, "savepoint: %s", sp->failure[0] ? sp->failure : "could not start");
+        } else if (*id < 0) {
+            rc = sl_errf(err, errlen, SL_ESTATE,
+                         "savepoint: cannot start now (a stop-with-savepoint is under way, or too many "
+                         "checkpoints are pending)");
+        }
+        pthread_mutex_unlock(&jm->sp_mu);
+    }
+    pthread_mutex_unlock(&jm->coord_mu);
+    pthread_mutex_unlock(&jm->sp_trigger_mu);
+    if (rc < 0) *id = 0;
+    return rc;
+}
+
+int sl_jm_savepoint_result(sl_job_master_t *jm, int64_t id, char *location, size_t lcap, char *failure, size_t fcap) {
+    pthread_mutex_lock(&jm->sp_mu);
+    jm_savepoint_t *sp = sp_find(jm, id);
+    int rc = SL_ENOTFOUND;
+    if (sp) {
+        rc = sp->done ? 1 : 0;
+        if (location && lcap) snprintf(location, lcap, "%s", sp->done && !sp->failure[0] ? sp->location : "");
+        if (failure && fcap) snprintf(failure, fcap, "%s", sp->done ? sp->failure : "");
+    }
+    pthread_mutex_unlock(&jm->sp_mu);
+    return rc;
+}
+
+
+/* ---- for the REST API ---- */
+
+/* Records a failure (mu held).  task: the task index it happened in, or -1. */
+static void note_failure(sl_job_master_t *jm, const char *name, const char *msg, int task) {
+    sl_jm_exception_t *e = &jm->exc[jm->nexc++ % JM_EXCEPTIONS_KEPT];
+    memset(e, 0, sizeof *e);
+    snprintf(e->name, sizeof e->name, "%s", name);
+    snprintf(e->message, sizeof e->message, "%s", msg);
+    e->timestamp = sl_wall_ms();
+    if (task < 0 || task >= jm->plan->ntasks) return;
+    int sub = 0, v = sl_plan_task_vertex(jm->plan, task, &sub);
+    if (v >= 0)
+        snprintf(e->task, sizeof e->task, "%s (%d/%d)", jm->plan->vertices[v].name, sub + 1,
+                 jm->plan->vertices[v].parallelism);
+    int t = jm->placement[task];
+    if (t >= 0 && t < jm->ntms) {
+        snprintf(e->tm_id, sizeof e->tm_id, "%s", jm->tms[t].id);
+        if (jm->tms[t].host[0])
+            snprintf(e->location, sizeof e->location, "%s:%d", jm->tms[t].host, jm->tms[t].gw.data_port);
+    }
+}
+
+int sl_jm_exceptions(sl_job_master_t *jm, sl_jm_exception_t *out, int cap) {
+    pthread_mutex_lock(&jm->mu);
+    int64_t first = jm->nexc > JM_EXCEPTIONS_KEPT ? jm->nexc - JM_EXCEPTIONS_KEPT : 0;
+    if (jm->nexc - first > cap) first = jm->nexc - cap;
+    int n = 0;
+    for (int64_t i = first; i < jm->nexc; i++) out[n++] = jm->exc[i % JM_EXCEPTIONS_KEPT];
+    pthread_mutex_unlock(&jm->mu);
+    return n;
+}
+
+/* A coordinator starts (coord_mu held): its first id, and the restore. */
+static void note_attempt_start(sl_job_master_t *jm) {
+    jm->coord_first_id = jm->restore_path ? jm->restore_id + 1 : 1;
+    /* ids from coord_first_id on are given again by the new coordinator:
+     * the earlier attempts' checkpoints with those ids (pending ones that
+     * failed with their attempt) leave the history; the counts keep them */
+    size_t nt = (size_t)jm->plan->ntasks;
+    sl_ckpt_stats_t *st = sl_calloc(JM_STATS_KEPT, sizeof *st);
+    sl_ckpt_task_stats_t *ts = sl_calloc((size_t)JM_STATS_KEPT * (nt ? nt : 1), sizeof *ts);
+    int64_t first = jm->narch > JM_STATS_KEPT ? jm->narch - JM_STATS_KEPT : 0, w = 0;
+    for (int64_t i = first; i < jm->narch; i++) { /* oldest first, into st[0..w) */
+        if (jm->arch[i % JM_STATS_KEPT].id >= jm->coord_first_id) continue;
+        st[w] = jm->arch[i % JM_STATS_KEPT];
+        memcpy(&ts[(size_t)w * nt], &jm->arch_tasks[(size_t)(i % JM_STATS_KEPT) * nt], nt * sizeof *ts);
+        w++;
+    }
+    memcpy(jm->arch, st, (size_t)w * sizeof *st);
+    memcpy(jm->arch_tasks, ts, (size_t)w * nt * sizeof *ts);
+    jm->narch = w;
+    sl_free(st);
+    sl_free(ts);
+    if (!jm->restore_path) return;
+    jm->nrestored++;
+    jm->restored_id = jm->restore_id;
+    jm->restore_ts = sl_wall_ms();
+    snprintf(jm->restored_path, sizeof jm->restored_path, "%s", jm->restore_path);
+}
+
+/* The figures and counts of a live coordinator (coord_mu held): its stats
+ * into st[64] / tasks[64][ntasks]; returns how many. */
+static int live_stats(sl_job_master_t *jm, sl_coordinator_t *coord, sl_ckpt_stats_t *st, sl_ckpt_task_stats_t *tasks,
+                      int64_t *total, int64_t *completed, int64_t *in_progress) {
+    int n = sl_coordinator_stats(coord, st, JM_STATS_KEPT);
+    size_t nt = (size_t)jm->plan->ntasks;
+    for (int i = 0; i < n; i++)
+        if (sl_coordinator_task_stats(coord, st[i].id, &tasks[(size_t)i * nt]) < 0)
+            memset(&tasks[(size_t)i * nt], 0, nt * sizeof *tasks);
+    *completed = sl_coordinator_completed(coord, NULL);
+    *in_progress = 0;
+    for (int i = 0; i < n; i++) *in_progress += !st[i].completed && !st[i].aborted;
+    *total = n ? st[n - 1].id - jm->coord_first_id + 1 : 0;
+    return n;
+}
+
+/* The attempt ends (coord_mu held): its figures join the earlier ones;
+ * what was pending failed with it. */
+static void archive_stats(sl_job_master_t *jm, sl_coordinator_t *coord) {
+    size_t nt = (size_t)jm->plan->ntasks;
+    sl_ckpt_stats_t *st = sl_calloc(JM_STATS_KEPT, sizeof *st);
+    sl_ckpt_task_stats_t *tasks = sl_calloc((size_t)JM_STATS_KEPT * (nt ? nt : 1), sizeof *tasks);
+    int64_t total, completed, in_progress;
+    int n = live_stats(jm, coord, st, tasks, &total, &completed, &in_progress);
+    for (int i = 0; i < n; i++) {
+        if (!st[i].completed) st[i].aborted = true;
+        int64_t k = jm->narch++ % JM_STATS_KEPT;
+        jm->arch[k] = st[i];
+        memcpy(&jm->arch_tasks[(size_t)k * nt], &tasks[(size_t)i * nt], nt * sizeof *tasks);
+    }
+    jm->arch_total += total;
+    jm->arch_completed += completed;
+    jm->arch_failed += total - completed;
+    sl_free(st);
+    sl_free(tasks);
+}
+
+void sl_jm_checkpoint_view(sl_job_master_t *jm, sl_jm_ckpt_view_t *out) {
+    memset(out, 0, sizeof *out);
+    size_t nt = (size_t)jm->plan->ntasks;
+    out->ntasks = (int)nt;
+    out->stats = sl_calloc(2 * JM_STATS_KEPT, sizeof *out->stats);
+    out->tasks = sl_calloc((size_t)2 * JM_STATS_KEPT * (nt ? nt : 1), sizeof *out->tasks);
+    pthread_mutex_lock(&jm->coord_mu);
+    int64_t first = jm->narch > JM_STATS_KEPT ? jm->narch - JM_STATS_KEPT : 0;
+    for (int64_t i = first; i < jm->narch; i++, out->nstats++) {
+        out->stats[out->nstats] = jm->arch[i % JM_STATS_KEPT];
+        memcpy(&out->tasks[(size_t)out->nstats * nt], &jm->arch_tasks[(size_t)(i % JM_STATS_KEPT) * nt],
+               nt * sizeof *out->tasks);
+    }
+    out->total = jm->arch_total;
+    out->completed = jm->arch_completed;
+    out->failed = jm->arch_failed;
+    if (jm->coord) {
+        int64_t total, completed, in_progress;
+        int n = live_stats(jm, jm->coord, &out->stats[out->nstats], &out->tasks[(size_t)out->nstats * nt], &total,
+                           &completed, &in_progress);
+        out->nstats += n;
+        out->total += total;
+        out->completed += completed;
+        out->in_progress = in_progress;
+        out->failed += total - completed - in_progress;
+    }
+    out->restored = jm->nrestored;
+    out->restored_id = jm->restored_id;
+    out->restore_ts = jm->restore_ts;
+    snprintf(out->restored_path, sizeof out->restored_path, "%s", jm->restored_path);
+    pthread_mutex_unlock(&jm->coord_mu);
+}
+
+void sl_jm_ckpt_view_free(sl_jm_ckpt_view_t *v) {
+    sl_free(v->stats);
+    sl_free(v->tasks);
+    v->stats = NULL;
+    v->tasks = NULL;
+}
+
+int sl_jm_trigger_checkpoint(sl_job_master_t *jm, int64_t *id, char *err, size_t errlen) {
+    *id = -1;
+    pthread_mutex_lock(&jm->coord_mu);
+    int rc = 0;
+    if (!jm->coord)
+        rc = sl_errf(err, errlen, SL_ESTATE, "job '%s' is not running an attempt that checkpoints (%s)",
+                     jm->plan->job_name, jm->plan->cfg.ckpt_enabled ? "not running" : "checkpointing is not enabled");
+    else
+        *id = sl_coordinator_trigger(jm->coord);
+    pthread_mutex_unlock(&jm->coord_mu);
+    return rc;
+}
+
+int sl_jm_checkpoint_outcome(sl_job_master_t *jm, int64_t id, char *why, size_t cap) {
+    sl_jm_ckpt_view_t v;
+    sl_jm_checkpoint_view(jm, &v);
+    int rc = sl_errf(why, cap, SL_ENOTFOUND, "checkpoint %lld is no longer known", (long long)id);
+    for (int i = v.nstats - 1; i >= 0; i--) { /* the newest attempt's first: an id may repeat after a restore */
+        if (v.stats[i].id != id) continue;
+        if (v.stats[i].completed) rc = 1;
+        else if (v.stats[i].aborted)
+            rc = sl_errf(why, cap, SL_EIO, "checkpoint %lld failed (aborted, or its attempt ended)", (long long)id);
+        else rc = 0;
+        break;
+    }
+    sl_jm_ckpt_view_free(&v);
+    return rc;
+}

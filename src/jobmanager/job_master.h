@@ -46,7 +46,11 @@ typedef struct sl_jm_config {
     const char *artifact;        /* what TaskManagers build the job from ("" in embedded mode) */
     int nargs;
     char **args;
-    const char *restore_path;    /* chk-<n> directory to start from, or NULL */
+    const char *restore_path;    /* chk-<n> or savepoint directory to start from, or NULL */
+    /* -n / --allowNonRestoredState (execution.savepoint.ignore-unclaimed-state):
+     * state of an operator that is not in the job is dropped with a warning
+     * instead of refused */
+    bool allow_non_restored_state;
     /* A cluster's TaskManagers change: when set, each attempt asks for the
      * live ones (at most cap) instead of using those added before the run.
      * The strings must stay valid until the job master is destroyed. */
@@ -69,6 +73,19 @@ int sl_jm_run(sl_job_master_t *jm, sl_job_result_t *res);
 /* A message from a TaskManager (ownership passes). */
 void sl_jm_handle(sl_job_master_t *jm, sl_msg_t *m);
 void sl_jm_cancel(sl_job_master_t *jm);
+/* Starts a savepoint of the running attempt into a new directory under
+ * dir (absolute; NULL or "": execution.checkpointing.savepoint-dir); kind
+ * is SL_SNAP_SAVEPOINT, or SL_SNAP_SAVEPOINT_SUSPEND / _TERMINATE to stop
+ * the job with it (without / with --drain).  *id is its checkpoint id, for
+ * sl_jm_savepoint_result.  SL_ESTATE: the job is not running, or has no
+ * checkpoint coordinator or checkpoint directory (a savepoint is staged
+ * there) or it cannot start now (a stop is already under way, too many
+ * pending); SL_EINVAL: no usable directory.  Any thread. */
+int sl_jm_savepoint(sl_job_master_t *jm, const char *dir, int kind, int64_t *id, char *err, size_t errlen);
+/* The outcome of savepoint id: 1 when it ended (location set, or failure
+ * non-empty), 0 while in progress, SL_ENOTFOUND if not known (the last 64
+ * are kept).  Any thread. */
+int sl_jm_savepoint_result(sl_job_master_t *jm, int64_t id, char *location, size_t lcap, char *failure, size_t fcap);
 /* TaskManager tm_id is gone (missed heartbeats, its connection failed):
  * its subtasks of the current attempt count as failed, with `why` as the
  * cause, and the attempt is cancelled everywhere else.  Any thread. */
@@ -81,5 +98,43 @@ const char *sl_jm_job_name(const sl_job_master_t *jm);
 const char *sl_jm_status(sl_job_master_t *jm, int *attempt);
 const sl_plan_t *sl_jm_plan(const sl_job_master_t *jm);
 void sl_jm_destroy(sl_job_master_t *jm);
+
+/* ---- for the REST API (any thread) ---- */
+
+/* One failure of an attempt (Flink's exception history entry). */
+typedef struct sl_jm_exception {
+    char name[64];               /* "sluice.TaskException", "sluice.TaskManagerLostException", ... */
+    char message[1024];
+    int64_t timestamp;           /* ms since the epoch */
+    char task[300];              /* "<vertex name> (<subtask + 1>/<parallelism>)", "" = not a task's */
+    char tm_id[128];             /* the TaskManager it ran on, "" = none */
+    char location[300];          /* that TaskManager's host:data-port, "" = none */
+} sl_jm_exception_t;
+
+/* The failures kept (the newest 16), oldest first, into out[cap]; returns how many. */
+int sl_jm_exceptions(sl_job_master_t *jm, sl_jm_exception_t *out, int cap);
+
+/* The checkpoints the job master knows, over every attempt: the figures
+ * of the recent ones and the counts since the job started. */
+typedef struct sl_jm_ckpt_view {
+    sl_ckpt_stats_t *stats;      /* oldest first (earlier attempts' first); sl_malloc'ed */
+    sl_ckpt_task_stats_t *tasks; /* [nstats][ntasks] alongside; sl_malloc'ed */
+    int nstats, ntasks;
+    int64_t total, completed, failed, in_progress;
+    int64_t restored;            /* attempts that started from a checkpoint */
+    int64_t restored_id, restore_ts; /* the last of them (restored > 0) */
+    char restored_path[1024];
+} sl_jm_ckpt_view_t;
+
+/* Fills *out (free it with sl_jm_ckpt_view_free). */
+void sl_jm_checkpoint_view(sl_job_master_t *jm, sl_jm_ckpt_view_t *out);
+void sl_jm_ckpt_view_free(sl_jm_ckpt_view_t *v);
+/* Triggers a checkpoint now: 0 with its id in *id, or 0 with *id = -1 when
+ * as many as allowed are pending (try again later); SL_ESTATE when the job
+ * does not run an attempt that checkpoints. */
+int sl_jm_trigger_checkpoint(sl_job_master_t *jm, int64_t *id, char *err, size_t errlen);
+/* What became of checkpoint id: 1 completed, 0 still pending, < 0 failed
+ * or no longer known (why says which). */
+int sl_jm_checkpoint_outcome(sl_job_master_t *jm, int64_t id, char *why, size_t cap);
 
 #endif

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "jobmanager/rest_shapes.h"
 
 #define MAX_JSON_BODY (1 << 20) /* a run request's JSON */
 #define MAX_NAME 100            /* sanitized client file name */
@@ -62,7 +63,13 @@ struct sl_rest {
 typedef enum {
     R_NONE = 0, R_CONFIG, R_OVERVIEW, R_JOBS, R_JOBS_OVERVIEW, R_JOB, R_TASKMANAGERS,
     R_JAR_UPLOAD, R_JARS, R_JAR_RUN, R_JAR,
+    /* /jobs/:jobid/... (the job id in id; a checkpoint or trigger id in id2, a vertex id in id3) */
+    R_CKPTS, R_CKPT_CONFIG, R_CKPT_DETAIL, R_CKPT_SUBTASKS, R_CKPT_OP, R_JOB_CONFIG, R_EXCEPTIONS,
+    R_SAVEPOINTS, R_SAVEPOINT_OP, R_STOP,
 } route_t;
+
+static bool job_route(route_t r) { return r == R_JOB || r >= R_CKPTS; }
+static bool body_route(route_t r) { return r == R_JAR_RUN || r == R_CKPTS || r == R_SAVEPOINTS || r == R_STOP; }
 
 /* Allowed method per route ("GET", "PATCH"...). */
 static const char *route_methods(route_t r) {
@@ -70,6 +77,8 @@ static const char *route_methods(route_t r) {
     case R_JOB: return "GET, PATCH";
     case R_JAR_UPLOAD: case R_JAR_RUN: return "POST";
     case R_JAR: return "DELETE";
+    case R_CKPTS: return "GET, POST";
+    case R_SAVEPOINTS: case R_STOP: return "POST";
     default: return "GET";
     }
 }
@@ -80,24 +89,30 @@ static bool method_allowed(route_t r, const char *m) {
     case R_JOB: return get || !strcmp(m, "PATCH");
     case R_JAR_UPLOAD: case R_JAR_RUN: return !strcmp(m, "POST");
     case R_JAR: return !strcmp(m, "DELETE");
+    case R_CKPTS: return get || !strcmp(m, "POST");
+    case R_SAVEPOINTS: case R_STOP: return !strcmp(m, "POST");
     case R_NONE: return false;
     default: return get;
     }
 }
 
-/* Splits url (already %-decoded by libmicrohttpd) into at most 3 segments;
- * the route, and its :id segment in id.  R_NONE for anything else. */
-static route_t route_of(const char *url, char *id, size_t idcap) {
+/* Copies segment i into out (false if it does not fit). */
+#define SEG_COPY(i, out) (len[i] < sizeof(out) && (memcpy(out, seg[i], len[i]), (out)[len[i]] = 0, true))
+
+/* Splits url (already %-decoded by libmicrohttpd) into at most 7 segments;
+ * the route, its :id segment in id, a second (:checkpointid, :triggerid) in
+ * id2 and a third (:vertexid) in id3.  R_NONE for anything else. */
+static route_t route_of(const char *url, char *id, size_t idcap, char (*id2)[80], char (*id3)[80]) {
     if (!strncmp(url, "/v1/", 4)) url += 3;
     if (url[0] != '/') return R_NONE;
-    const char *seg[4];
-    size_t len[4];
+    const char *seg[7];
+    size_t len[7];
     int n = 0;
     const char *s = url + 1;
     for (;;) {
         const char *e = strchr(s, '/');
         size_t l = e ? (size_t)(e - s) : strlen(s);
-        if (n == 4 || l == 0) return R_NONE; /* too deep, "//" or a trailing '/' */
+        if (n == 7 || l == 0) return R_NONE; /* too deep, "//" or a trailing '/' */
         seg[n] = s;
         len[n++] = l;
         if (!e) break;
@@ -118,6 +133,23 @@ static route_t route_of(const char *url, char *id, size_t idcap) {
         if (n == 3) return R_JAR_RUN;
         return SEG(0, "jobs") ? R_JOB : R_JAR;
     }
+    if (n < 3 || !SEG(0, "jobs") || len[1] >= idcap) return R_NONE;
+    memcpy(id, seg[1], len[1]);
+    id[len[1]] = 0;
+    if (n == 3 && SEG(2, "checkpoints")) return R_CKPTS;
+    if (n == 3 && SEG(2, "config")) return R_JOB_CONFIG;
+    if (n == 3 && SEG(2, "exceptions")) return R_EXCEPTIONS;
+    if (n == 3 && SEG(2, "savepoints")) return R_SAVEPOINTS;
+    if (n == 3 && SEG(2, "stop")) return R_STOP;
+    if (n == 4 && SEG(2, "checkpoints") && SEG(3, "config")) return R_CKPT_CONFIG;
+    if (n == 4 && (SEG(2, "checkpoints") || SEG(2, "savepoints"))) {
+        if (!SEG_COPY(3, *id2)) return R_NONE;
+        return SEG(2, "checkpoints") ? R_CKPT_OP : R_SAVEPOINT_OP;
+    }
+    if (n == 5 && SEG(2, "checkpoints") && SEG(3, "details")) return SEG_COPY(4, *id2) ? R_CKPT_DETAIL : R_NONE;
+    if (n == 7 && SEG(2, "checkpoints") && SEG(3, "details") && SEG(5, "subtasks"))
+        return SEG_COPY(4, *id2) && SEG_COPY(6, *id3) ? R_CKPT_SUBTASKS : R_NONE;
+#undef SEG_COPY
 #undef SEG
     return R_NONE;
 }
@@ -127,6 +159,7 @@ static route_t route_of(const char *url, char *id, size_t idcap) {
 typedef struct req {
     route_t route;
     char id[256];                 /* :jobid / :jarid */
+    char id2[80], id3[80];        /* :checkpointid or :triggerid, :vertexid */
     bool answered;                /* a response was queued early */
     unsigned err_status;          /* an error found in the body, answered at the end */
     char err[512];
@@ -663,6 +696,233 @@ static enum MHD_Result h_jar_run(sl_rest_t *r, struct MHD_Connection *c, req_t *
     return send_json(c, MHD_HTTP_OK, json_pack("{s:s}", "jobid", jobid), NULL);
 }
 
+/* ---- checkpoints, job configuration, exceptions, savepoints --------------- */
+
+/* The request body as a JSON object (an empty body is {}); NULL with
+ * *why set when it is not one. */
+static json_t *body_object(req_t *q, char *why, size_t cap) {
+    if (!q->body.len) return json_object();
+    json_error_t je;
+    json_t *body = json_loadb((const char *)q->body.p, q->body.len, JSON_REJECT_DUPLICATES, &je);
+    if (!body) {
+        snprintf(why, cap, "request body is not valid JSON: %s", je.text);
+        return NULL;
+    }
+    if (!json_is_object(body)) {
+        json_decref(body);
+        snprintf(why, cap, "request body is not a JSON object");
+        return NULL;
+    }
+    return body;
+}
+
+/* A savepoint directory a client may name: absolute, no ".." component. */
+static bool savepoint_dir_ok(const char *d) {
+    if (d[0] != '/') return false;
+    for (const char *p = d; (p = strstr(p, "..")); p += 2)
+        if ((p == d || p[-1] == '/') && (p[2] == 0 || p[2] == '/')) return false;
+    return true;
+}
+
+/* A trigger id as it may appear in a URL (ours are 32 hex digits). */
+static bool trigger_id_ok(const char *s) {
+    size_t n = strlen(s);
+    if (n == 0 || n > 64) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+              s[i] == '-' || s[i] == '_'))
+            return false;
+    return true;
+}
+
+/* POST /jobs/:jobid/checkpoints, /savepoints and /stop. */
+static enum MHD_Result h_trigger(sl_rest_t *r, struct MHD_Connection *c, req_t *q, bool savepoint, bool stop) {
+    char why[512], b[128];
+    json_t *body = body_object(q, why, sizeof why);
+    if (!body) return send_errorf(c, MHD_HTTP_BAD_REQUEST, "%s", why);
+    const char *bad = NULL, *want = NULL;
+    sl_rest_savepoint_req_t sp = {.stop = stop};
+    json_t *v;
+    if ((v = json_object_get(body, "triggerId")) && !json_is_null(v) && !json_is_string(v))
+        bad = "triggerId", want = "a string";
+    if (!savepoint && !bad && (v = json_object_get(body, "checkpointType")) && !json_is_null(v)) {
+        const char *t = json_string_value(v);
+        if (!t || (strcmp(t, "CONFIGURED") && strcmp(t, "FULL") && strcmp(t, "INCREMENTAL")))
+            bad = "checkpointType", want = "one of \"CONFIGURED\", \"FULL\", \"INCREMENTAL\"";
+    }
+    const char *dir_field = stop ? "targetDirectory" : "target-directory";
+    if (savepoint && !bad && (v = json_object_get(body, dir_field)) && !json_is_null(v)) {
+        if (!json_is_string(v)) bad = dir_field, want = "a string";
+        else sp.target_dir = json_string_value(v);
+    }
+    const char *flag = stop ? "drain" : "cancel-job";
+    if (savepoint && !bad && (v = json_object_get(body, flag)) && !json_is_null(v)) {
+        if (!json_is_boolean(v)) bad = flag, want = "true or false";
+        else if (stop) sp.drain = json_is_true(v);
+        else sp.cancel_job = json_is_true(v);
+    }
+    if (savepoint && !bad && (v = json_object_get(body, "formatType")) && !json_is_null(v)) {
+        const char *t = json_string_value(v);
+        if (!t || (strcmp(t, "CANONICAL") && strcmp(t, "NATIVE")))
+            bad = "formatType", want = "\"CANONICAL\" or \"NATIVE\"";
+        else sp.native = !strcmp(t, "NATIVE");
+    }
+    if (bad) {
+        json_decref(body);
+        return send_errorf(c, MHD_HTTP_BAD_REQUEST, "bad request: %s must be %s", bad, want);
+    }
+    if (sp.target_dir && !savepoint_dir_ok(sp.target_dir)) {
+        enum MHD_Result res = send_errorf(c, MHD_HTTP_BAD_REQUEST,
+                                          "bad request: %s '%s' must be an absolute path without '..' components",
+                                          dir_field, clip(sp.target_dir, b, sizeof b));
+        json_decref(body);
+        return res;
+    }
+    char tid[80] = "", err[512] = "";
+    int rc;
+    if (savepoint) {
+        if (!r->p.savepoint) {
+            json_decref(body);
+            return send_errorf(c, 500, "savepoints are not supported");
+        }
+        rc = r->p.savepoint(r->p.ud, q->id, &sp, tid, 65, err, sizeof err);
+    } else {
+        if (!r->p.checkpoint) {
+            json_decref(body);
+            return send_errorf(c, 500, "triggering checkpoints is not supported");
+        }
+        rc = r->p.checkpoint(r->p.ud, q->id, tid, 65, err, sizeof err);
+    }
+    json_decref(body);
+    if (rc) return send_provider_error(c, rc, err, savepoint ? "could not trigger the savepoint"
+                                                             : "could not trigger the checkpoint");
+    tid[64] = 0;
+    return send_json(c, MHD_HTTP_ACCEPTED, json_pack("{s:s}", "request-id", tid), NULL);
+}
+
+/* GET .../checkpoints/:triggerid and .../savepoints/:triggerid. */
+static enum MHD_Result h_operation(sl_rest_t *r, struct MHD_Connection *c, req_t *q, bool savepoint) {
+    char b[128], err[512] = "";
+    if (!trigger_id_ok(q->id2))
+        return send_errorf(c, MHD_HTTP_NOT_FOUND, "Operation not found under key: %s", clip(q->id2, b, sizeof b));
+    if (!r->p.operation) return send_errorf(c, 500, "asynchronous operations are not supported");
+    sl_rest_operation_t *op = sl_calloc(1, sizeof *op);
+    int rc = r->p.operation(r->p.ud, q->id, q->id2, op, err, sizeof err);
+    if (rc) {
+        sl_free(op);
+        return send_provider_error(c, rc, err, "could not get the operation's status");
+    }
+    op->location[sizeof op->location - 1] = op->failure[sizeof op->failure - 1] = 0;
+    json_t *j = sl_rest_operation_json(op, savepoint);
+    sl_free(op);
+    return send_json(c, MHD_HTTP_OK, j, NULL);
+}
+
+/* A provider's answer for checkpoint statistics: SL_ESTATE means the job
+ * does not checkpoint, which Flink answers with 404. */
+static enum MHD_Result send_ckpt_error(struct MHD_Connection *c, int rc, const char *err, const char *jid) {
+    if (rc == SL_ESTATE)
+        return send_errorf(c, MHD_HTTP_NOT_FOUND, "%s", err[0] ? err : "Checkpointing is not enabled for this job");
+    if (rc == SL_ENOTFOUND && !err[0]) return send_errorf(c, MHD_HTTP_NOT_FOUND, "Job %s not found", jid);
+    return send_provider_error(c, rc, err, "could not get the checkpoint statistics");
+}
+
+/* GET /jobs/:jobid/checkpoints, .../details/:checkpointid[/subtasks/:vertexid]. */
+static enum MHD_Result h_checkpoints(sl_rest_t *r, struct MHD_Connection *c, req_t *q) {
+    char b[128], err[512] = "";
+    int64_t id = -1;
+    if (q->route != R_CKPTS) {
+        char *end = NULL;
+        errno = 0;
+        long long v = strtoll(q->id2, &end, 10);
+        if (q->id2[0] < '0' || q->id2[0] > '9' || *end || errno)
+            return send_errorf(c, MHD_HTTP_BAD_REQUEST, "bad request: checkpointid '%s' must be a non-negative integer",
+                               clip(q->id2, b, sizeof b));
+        id = v;
+    }
+    if (!r->p.checkpoints) return send_errorf(c, 500, "checkpoint statistics are not supported");
+    sl_rest_checkpoints_t *ck = sl_calloc(1, sizeof *ck);
+    int rc = r->p.checkpoints(r->p.ud, q->id, ck, err, sizeof err);
+    enum MHD_Result res;
+    int h = -1, v = -1;
+    for (int i = 0; rc == 0 && i < ck->nvertices; i++) ck->vertices[i].id[sizeof ck->vertices[i].id - 1] = 0;
+    if (rc) res = send_ckpt_error(c, rc, err, q->id);
+    else if (q->route == R_CKPTS) res = send_json(c, MHD_HTTP_OK, sl_rest_checkpoints_json(ck), NULL);
+    else if ((h = sl_rest_checkpoint_find(ck, id)) < 0)
+        res = send_errorf(c, MHD_HTTP_NOT_FOUND, "Could not find checkpointing statistics for checkpoint %lld.",
+                          (long long)id);
+    else if (q->route == R_CKPT_DETAIL) res = send_json(c, MHD_HTTP_OK, sl_rest_checkpoint_detail_json(ck, h), NULL);
+    else if ((v = sl_rest_vertex_find(ck, q->id3)) < 0)
+        res = send_errorf(c, MHD_HTTP_NOT_FOUND, "There is no checkpoint statistics for task %s.",
+                          clip(q->id3, b, sizeof b));
+    else res = send_json(c, MHD_HTTP_OK, sl_rest_checkpoint_subtasks_json(ck, h, v), NULL);
+    sl_rest_checkpoints_clear(ck);
+    sl_free(ck);
+    return res;
+}
+
+static enum MHD_Result h_ckpt_config(sl_rest_t *r, struct MHD_Connection *c, const char *jid) {
+    if (!r->p.checkpoint_config) return send_errorf(c, 500, "checkpoint configuration is not supported");
+    sl_rest_ckpt_config_t cc;
+    memset(&cc, 0, sizeof cc);
+    char err[512] = "";
+    int rc = r->p.checkpoint_config(r->p.ud, jid, &cc, err, sizeof err);
+    if (rc) return send_ckpt_error(c, rc, err, jid);
+    cc.state_backend[sizeof cc.state_backend - 1] = cc.checkpoint_storage[sizeof cc.checkpoint_storage - 1] = 0;
+    json_t *j = sl_rest_ckpt_config_json(&cc);
+    return send_json(c, MHD_HTTP_OK, j ? j : json_object(), NULL);
+}
+
+static enum MHD_Result h_job_config(sl_rest_t *r, struct MHD_Connection *c, const char *jid) {
+    if (!r->p.job_config) return send_errorf(c, 500, "job configuration is not supported");
+    sl_rest_job_config_t *jc = sl_calloc(1, sizeof *jc);
+    char err[512] = "";
+    int rc = r->p.job_config(r->p.ud, jid, jc, err, sizeof err);
+    enum MHD_Result res;
+    if (rc) res = send_provider_error(c, rc, err, "could not get the job's configuration");
+    else {
+        jc->name[sizeof jc->name - 1] = jc->restart_strategy[sizeof jc->restart_strategy - 1] = 0;
+        jc->execution_mode[sizeof jc->execution_mode - 1] = 0;
+        for (int i = 0; i < jc->nuser_config; i++)
+            jc->user_config[i].key[sizeof jc->user_config[i].key - 1] =
+                jc->user_config[i].value[sizeof jc->user_config[i].value - 1] = 0;
+        res = send_json(c, MHD_HTTP_OK, sl_rest_job_config_json(jid, jc), NULL);
+    }
+    free(jc->user_config);
+    sl_free(jc);
+    return res;
+}
+
+static enum MHD_Result h_exceptions(sl_rest_t *r, struct MHD_Connection *c, const char *jid) {
+    char b[128], err[512] = "";
+    int max = -1;
+    const char *m = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "maxExceptions");
+    if (m) {
+        char *end = NULL;
+        long v = strtol(m, &end, 10);
+        if (!m[0] || *end || v < 0 || v > 1 << 20)
+            return send_errorf(c, MHD_HTTP_BAD_REQUEST, "bad request: maxExceptions '%s' must be a non-negative integer",
+                               clip(m, b, sizeof b));
+        max = (int)v;
+    }
+    if (!r->p.exceptions) return send_errorf(c, 500, "the exception history is not supported");
+    sl_rest_exception_t *e = NULL;
+    int n = 0;
+    int rc = r->p.exceptions(r->p.ud, jid, &e, &n, err, sizeof err);
+    if (rc) {
+        free(e);
+        return send_provider_error(c, rc, err, "could not get the job's exceptions");
+    }
+    for (int i = 0; i < n; i++) {
+        e[i].name[sizeof e[i].name - 1] = e[i].stacktrace[sizeof e[i].stacktrace - 1] = 0;
+        e[i].task_name[sizeof e[i].task_name - 1] = e[i].location[sizeof e[i].location - 1] = 0;
+        e[i].tm_id[sizeof e[i].tm_id - 1] = 0;
+    }
+    json_t *j = sl_rest_exceptions_json(e, n, max);
+    free(e);
+    return send_json(c, MHD_HTTP_OK, j ? j : json_object(), NULL);
+}
+
 /* A job id as it may appear in a URL. */
 static bool job_id_ok(const char *s) {
     size_t n = strlen(s);
@@ -705,7 +965,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
             return send_errorf(c, MHD_HTTP_UNAUTHORIZED, "Unauthorized: a valid 'Authorization: Bearer <token>' "
                                                          "header is required");
         }
-        q->route = route_of(url, q->id, sizeof q->id);
+        q->route = route_of(url, q->id, sizeof q->id, &q->id2, &q->id3);
         if (q->route == R_NONE) {
             q->answered = true;
             return send_errorf(c, MHD_HTTP_NOT_FOUND, "Not found: %s", clip(url, b, sizeof b));
@@ -717,7 +977,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
                      clip(url, b, sizeof b), route_methods(q->route));
             return send_error_allow(c, MHD_HTTP_METHOD_NOT_ALLOWED, route_methods(q->route), msg);
         }
-        if (q->route == R_JOB && !job_id_ok(q->id)) {
+        if (job_route(q->route) && !job_id_ok(q->id)) {
             q->answered = true;
             return send_errorf(c, MHD_HTTP_NOT_FOUND, "Job %s not found", clip(q->id, b, sizeof b));
         }
@@ -758,7 +1018,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
         if (q->route == R_JAR_UPLOAD) {
             if (!q->err_status && MHD_post_process(q->pp, upload_data, n) != MHD_YES)
                 req_set_error(q, MHD_HTTP_BAD_REQUEST, "malformed multipart body");
-        } else if (q->route == R_JAR_RUN) sl_buf_append(&q->body, upload_data, n);
+        } else if (body_route(q->route)) sl_buf_append(&q->body, upload_data, n);
         return MHD_YES; /* other routes ignore their body */
     }
     if (q->err_status && q->route != R_JAR_UPLOAD) return send_errorf(c, q->err_status, "%s", q->err);
@@ -773,6 +1033,15 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
     case R_JARS: return h_jars(r, c);
     case R_JAR_RUN: return h_jar_run(r, c, q);
     case R_JAR: return h_jar_delete(r, c, q->id);
+    case R_CKPTS: return !strcmp(method, "POST") ? h_trigger(r, c, q, false, false) : h_checkpoints(r, c, q);
+    case R_CKPT_CONFIG: return h_ckpt_config(r, c, q->id);
+    case R_CKPT_DETAIL: case R_CKPT_SUBTASKS: return h_checkpoints(r, c, q);
+    case R_CKPT_OP: return h_operation(r, c, q, false);
+    case R_JOB_CONFIG: return h_job_config(r, c, q->id);
+    case R_EXCEPTIONS: return h_exceptions(r, c, q->id);
+    case R_SAVEPOINTS: return h_trigger(r, c, q, true, false);
+    case R_STOP: return h_trigger(r, c, q, true, true);
+    case R_SAVEPOINT_OP: return h_operation(r, c, q, true);
     case R_NONE: break;
     }
     return send_errorf(c, MHD_HTTP_NOT_FOUND, "Not found");

@@ -16,6 +16,24 @@
  *                                    "parallelism","savepointPath",
  *                                    "allowNonRestoredState"} -> {"jobid"}
  *   DELETE /jars/:jarid             removes an uploaded artifact
+ *   GET    /jobs/:jobid/config      {"jid","name","execution-config":{...}}
+ *   GET    /jobs/:jobid/exceptions  root-exception, all-exceptions, exceptionHistory
+ *                                    (?maxExceptions=N keeps the N newest)
+ *   GET    /jobs/:jobid/checkpoints            counts, summary, latest, history
+ *   GET    /jobs/:jobid/checkpoints/config     the job's checkpointing settings
+ *   GET    /jobs/:jobid/checkpoints/details/:checkpointid          per vertex
+ *   GET    /jobs/:jobid/checkpoints/details/:checkpointid/subtasks/:vertexid
+ *   POST   /jobs/:jobid/checkpoints            triggers one -> 202 {"request-id"}
+ *   GET    /jobs/:jobid/checkpoints/:triggerid {"status":{"id"},"operation":{...}}
+ *   POST   /jobs/:jobid/savepoints  {"target-directory","cancel-job","formatType"}
+ *                                    -> 202 {"request-id"}
+ *   POST   /jobs/:jobid/stop        {"targetDirectory","drain","formatType"}
+ *                                    -> 202 {"request-id"}
+ *   GET    /jobs/:jobid/savepoints/:triggerid  like .../checkpoints/:triggerid
+ * A savepoint directory a client names must be absolute, without a ".."
+ * component (400 otherwise); bodies name the field that is wrong (400).
+ * A job without checkpointing answers the checkpoint statistics paths
+ * with 404, as Flink does.
  * Every path may also be written with Flink's "/v1" prefix.  Errors are
  * Flink's {"errors":["..."]} with 400, 401, 404, 405, 409, 413 or 500.
  *
@@ -123,6 +141,112 @@ typedef struct sl_rest_run {
     bool allow_non_restored_state;
 } sl_rest_run_t;
 
+/* ---- checkpoints, configuration, exceptions, savepoints ------------------
+ * The JSON shapes (summaries, percentiles, per-vertex sums, newest-first
+ * order) are computed by the server from the raw figures below, so that a
+ * provider only copies what it keeps. */
+
+/* One subtask's part of one checkpoint (Flink's units: ms and bytes). */
+typedef struct sl_rest_ckpt_subtask {
+    bool acked;                /* false: pending (or the checkpoint failed before it acked) */
+    int64_t ack_timestamp;     /* ms since the epoch */
+    int64_t sync_ms, async_ms; /* synchronous and asynchronous phase */
+    int64_t align_ms;          /* first barrier to last */
+    int64_t start_delay_ms;    /* trigger to the first barrier (0: not known) */
+    int64_t state_size;        /* bytes of state the checkpoint refers to */
+    int64_t checkpointed_size; /* bytes this checkpoint persisted (incremental: the new part) */
+    int64_t processed_data;    /* bytes processed during the alignment (0: not known) */
+    int64_t persisted_data;    /* in-flight bytes persisted (unaligned) */
+    bool unaligned;
+} sl_rest_ckpt_subtask_t;
+
+typedef struct sl_rest_checkpoint {
+    int64_t id;
+    char status[16];           /* "IN_PROGRESS", "COMPLETED", "FAILED" */
+    bool is_savepoint;
+    char type[24];             /* "CHECKPOINT", "UNALIGNED_CHECKPOINT", "SAVEPOINT" */
+    int64_t trigger_timestamp; /* ms since the epoch */
+    int64_t end_to_end_duration; /* ms, completed ones; else computed from the acks */
+    char external_path[1024];  /* completed: where it is ("" = kept in memory: "<checkpoint-not-externally-addressable>") */
+    bool discarded;            /* completed: deleted since (retention) */
+    int64_t failure_timestamp; /* failed: ms since the epoch (0: not known) */
+    char failure_message[512]; /* failed: why ("" = not known) */
+    /* [ntasks] in the vertices' order (vertex-major, as the plan numbers
+     * tasks); malloc'ed by the provider, freed by the server. */
+    sl_rest_ckpt_subtask_t *subtasks;
+} sl_rest_checkpoint_t;
+
+typedef struct sl_rest_checkpoints {
+    /* id, name and parallelism of each vertex (status unused); malloc'ed */
+    sl_rest_vertex_t *vertices;
+    int nvertices;
+    /* the checkpoints kept (at most the provider's history size), in any
+     * order; malloc'ed, each one's subtasks too */
+    sl_rest_checkpoint_t *history;
+    int nhistory;
+    /* counts since the job started (the history may hold fewer) */
+    int64_t total, completed, failed, in_progress, restored;
+    /* the checkpoint the job was last restored from */
+    bool has_restored;
+    int64_t restored_id, restore_timestamp;
+    bool restored_is_savepoint;
+    char restored_path[1024];
+} sl_rest_checkpoints_t;
+
+/* Frees what a provider put into c (the arrays), not c. */
+void sl_rest_checkpoints_clear(sl_rest_checkpoints_t *c);
+
+typedef struct sl_rest_ckpt_config {
+    bool exactly_once;
+    int64_t interval, timeout, min_pause, aligned_checkpoint_timeout; /* ms */
+    int max_concurrent, tolerable_failed;
+    bool externalized, delete_on_cancellation;
+    bool unaligned, after_tasks_finish;
+    char state_backend[64];      /* "HashMapStateBackend", "EmbeddedRocksDBStateBackend" */
+    char checkpoint_storage[64]; /* "FileSystemCheckpointStorage", "JobManagerCheckpointStorage" */
+} sl_rest_ckpt_config_t;
+
+typedef struct sl_rest_kv {
+    char key[128];
+    char value[512];
+} sl_rest_kv_t;
+
+typedef struct sl_rest_job_config {
+    char name[256];
+    char execution_mode[24];     /* "PIPELINED" */
+    char restart_strategy[256];  /* a sentence, as Flink writes it */
+    int parallelism;
+    bool object_reuse;
+    sl_rest_kv_t *user_config;   /* malloc'ed, freed by the server */
+    int nuser_config;
+} sl_rest_job_config_t;
+
+/* One failure of the job (Flink's exception history entry). */
+typedef struct sl_rest_exception {
+    char name[128];              /* exceptionName */
+    char stacktrace[2048];       /* the cause, as text */
+    int64_t timestamp;           /* ms since the epoch */
+    char task_name[300];         /* "" = not a task's failure (null) */
+    char location[300];          /* host:port of the TaskManager, "" = null */
+    char tm_id[128];             /* "" = null */
+} sl_rest_exception_t;
+
+typedef struct sl_rest_savepoint_req {
+    const char *target_dir;   /* "target-directory" (POST /savepoints) or "targetDirectory"
+                               * (POST /stop); NULL = the job's execution.checkpointing.savepoint-dir */
+    bool stop;                /* POST /jobs/:jobid/stop: stop with a savepoint */
+    bool drain;               /* "drain" (stop only): MAX_WATERMARK before the savepoint */
+    bool cancel_job;          /* "cancel-job" (POST /savepoints): cancel once it completed */
+    bool native;              /* "formatType": "NATIVE" (default "CANONICAL") */
+} sl_rest_savepoint_req_t;
+
+typedef struct sl_rest_operation {
+    bool done;                /* false: IN_PROGRESS */
+    char location[4096];      /* done, success: the savepoint's directory */
+    int64_t checkpoint_id;    /* done, success, checkpoint triggers: the id */
+    char failure[1024];       /* done, failed: why (non-empty = failed) */
+} sl_rest_operation_t;
+
 /*
  * The JobManager's side.  Every callback may be NULL (its paths then
  * answer 500 "not supported").  A callback returns 0, SL_ENOTFOUND (404),
@@ -144,6 +268,27 @@ typedef struct sl_rest_provider {
     int (*run)(void *ud, const sl_rest_run_t *req, char *job_id, size_t idcap, char *err, size_t errlen);
     /* Starts cancelling; SL_ENOTFOUND if no such job, SL_ESTATE if it has ended. */
     int (*cancel)(void *ud, const char *job_id, char *err, size_t errlen);
+    /* GET /jobs/:jobid/checkpoints and its details paths: fills *out (the
+     * server frees it with sl_rest_checkpoints_clear).  SL_ENOTFOUND: no
+     * such job; SL_ESTATE: checkpointing is not enabled for it (404). */
+    int (*checkpoints)(void *ud, const char *job_id, sl_rest_checkpoints_t *out, char *err, size_t errlen);
+    /* GET /jobs/:jobid/checkpoints/config; errors as checkpoints. */
+    int (*checkpoint_config)(void *ud, const char *job_id, sl_rest_ckpt_config_t *out, char *err, size_t errlen);
+    /* GET /jobs/:jobid/config; user_config freed by the server with free(). */
+    int (*job_config)(void *ud, const char *job_id, sl_rest_job_config_t *out, char *err, size_t errlen);
+    /* GET /jobs/:jobid/exceptions: every failure kept, oldest first
+     * (*out malloc'ed, freed by the server); SL_ENOTFOUND: no such job. */
+    int (*exceptions)(void *ud, const char *job_id, sl_rest_exception_t **out, int *n, char *err, size_t errlen);
+    /* POST /jobs/:jobid/savepoints and /stop: starts it, writes a trigger id
+     * (NUL-terminated, at most 64 bytes) into trigger_id.  SL_ENOTFOUND: no job;
+     * SL_ESTATE: not running; SL_EINVAL: bad request (no target and no default). */
+    int (*savepoint)(void *ud, const char *job_id, const sl_rest_savepoint_req_t *req, char *trigger_id,
+                     size_t cap, char *err, size_t errlen);
+    /* POST /jobs/:jobid/checkpoints: same, for a checkpoint. */
+    int (*checkpoint)(void *ud, const char *job_id, char *trigger_id, size_t cap, char *err, size_t errlen);
+    /* GET .../savepoints/:triggerid and .../checkpoints/:triggerid: SL_ENOTFOUND if unknown. */
+    int (*operation)(void *ud, const char *job_id, const char *trigger_id, sl_rest_operation_t *out,
+                     char *err, size_t errlen);
 } sl_rest_provider_t;
 
 /* Starts the server: binds cfg's address and port, lists the artifact

@@ -112,6 +112,7 @@ typedef struct sink_op {
     sl_operator_t base;
     sl_sink_t sink;
     void *writer;
+    bool finish_deferred; /* end of input under checkpointing: finish after the final checkpoint */
 } sink_op_t;
 
 static int sink_open(sl_operator_t *o) {
@@ -137,13 +138,34 @@ static int sink_process(sl_operator_t *o, int input, const sl_record_t *rec) {
     return 0;
 }
 
-static int sink_end(sl_operator_t *o, int input) {
-    sink_op_t *op = (sink_op_t *)o;
+static int sink_finish(sink_op_t *op) {
     char err[512] = "";
     if (!op->sink.ops->finish) return 0;
     int rc = op->sink.ops->finish(op->writer, err, sizeof err);
-    if (rc < 0) return sl_op_fail(o, rc, "%s", err[0] ? err : sl_strerror(rc));
+    if (rc < 0) return sl_op_fail(&op->base, rc, "%s", err[0] ? err : sl_strerror(rc));
     return 0;
+}
+
+/* End of input.  A two-phase-commit sink of a checkpointing job does not
+ * commit here: what it wrote since its last pre-commit goes into the final
+ * checkpoint's transaction, committed when that checkpoint completes
+ * (FLIP-147), so a crash after the end of input repeats nothing. */
+static int sink_end(sl_operator_t *o, int input) {
+    sink_op_t *op = (sink_op_t *)o;
+    if (o->final_checkpoint && op->sink.ops->pre_commit) {
+        op->finish_deferred = true;
+        return 0;
+    }
+    return sink_finish(op);
+}
+
+/* Every transaction was committed by the final checkpoint: finish has
+ * nothing left to commit, and flushes what a sink keeps besides. */
+static int sink_after_final(sl_operator_t *o) {
+    sink_op_t *op = (sink_op_t *)o;
+    if (!op->finish_deferred) return 0;
+    op->finish_deferred = false;
+    return sink_finish(op);
 }
 
 static void sink_close(sl_operator_t *o) {
@@ -198,7 +220,8 @@ static const sl_operator_vt_t sink_vt = {.kind = "Sink",
                                          .close = sink_close,
                                          .destroy = sink_destroy,
                                          .snapshot_state = sink_snapshot,
-                                         .notify_checkpoint_complete = sink_notify};
+                                         .notify_checkpoint_complete = sink_notify,
+                                         .after_final_checkpoint = sink_after_final};
 
 sl_operator_t *sl_sink_op_create(const void *spec, const sl_op_init_t *init) {
     const sl_sink_spec_t *s = spec;

@@ -31,6 +31,7 @@ void sl_op_base_init(sl_operator_t *op, const sl_operator_vt_t *vt, const sl_op_
     op->parallelism = init->parallelism;
     op->max_parallelism = init->max_parallelism;
     op->ninputs = init->ninputs;
+    op->final_checkpoint = init->final_checkpoint;
     for (int i = 0; i < 2; i++) {
         op->in_wm[i] = SL_MIN_WATERMARK;
         op->in_idle[i] = false;

@@ -101,6 +101,7 @@ typedef struct sl_op_init {
                                         size_t errlen);
     void *make_backend_ctx;
     char *backend_err;  /* where make_backend writes (cap 512), or NULL */
+    bool final_checkpoint; /* the job checkpoints: the end of input waits for a final checkpoint */
 } sl_op_init_t;
 
 typedef struct sl_operator_vt {
@@ -135,6 +136,14 @@ typedef struct sl_operator_vt {
     int (*notify_checkpoint_complete)(sl_operator_t *op, int64_t id);
     /* Checkpoint `id` was aborted. */
     int (*notify_checkpoint_aborted)(sl_operator_t *op, int64_t id);
+    /* With checkpointing, a bounded input ends in two steps (Flink's
+     * FLIP-147): end_input first, then the final checkpoint covers what the
+     * operator emitted, and once every task was told it completed, the task
+     * calls after_final_checkpoint just before it ends.  A two-phase-commit
+     * sink defers its finish to here, so its last transaction is committed
+     * by the final checkpoint's notification, not at the end of input.
+     * NULL: nothing to do. */
+    int (*after_final_checkpoint)(sl_operator_t *op);
 } sl_operator_vt_t;
 
 struct sl_operator {
@@ -150,6 +159,7 @@ struct sl_operator {
     bool in_idle[2];
     bool in_ended[2];
     bool out_idle;
+    bool final_checkpoint;  /* the job checkpoints: the end of input waits for a final checkpoint */
     int64_t wm; /* combined input watermark; SL_MIN_WATERMARK at start */
     const sl_schema_t *in_schema[2];
     const sl_schema_t *out_schema;

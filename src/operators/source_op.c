@@ -349,6 +349,15 @@ int sl_source_op_poll(sl_operator_t *o, int max) {
 
 int64_t sl_source_op_next_tick(sl_operator_t *o) { return ((source_op_t *)o)->next_tick; }
 
+void sl_source_op_drain(sl_operator_t *o) {
+    source_op_t *op = (source_op_t *)o;
+    if (op->emitted_wm == SL_MAX_WATERMARK) return;
+    op->emitted_wm = SL_MAX_WATERMARK;
+    op->next_tick = INT64_MAX;
+    emit_status(op, false);
+    sl_op_emit_watermark(o, SL_MAX_WATERMARK);
+}
+
 int64_t sl_source_op_idle_until_ns(sl_operator_t *o) { return ((source_op_t *)o)->out.idle_until_ns; }
 int64_t sl_source_op_skipped(sl_operator_t *o) { return o->records_skipped; }
 

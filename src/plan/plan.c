@@ -22,6 +22,7 @@ void sl_plan_free(sl_plan_t *p) {
     sl_free(p->job_name);
     sl_free(p->job_id);
     sl_free(p->cfg.ckpt_dir);
+    sl_free(p->cfg.savepoint_dir);
     sl_free(p->cfg.rocksdb_dir);
     for (int i = 0; p->nodes && i < p->nnodes; i++) {
         sl_free(p->nodes[i].name);
@@ -93,6 +94,7 @@ int sl_plan_encode(const sl_plan_t *p, sl_buf_t *out, char *err, size_t errlen) 
         "rocksdb_cache_bytes", (json_int_t)c->rocksdb_cache_bytes, "rocksdb_write_buffer_bytes",
         (json_int_t)c->rocksdb_write_buffer_bytes, "rocksdb_value_cache_bytes",
         (json_int_t)c->rocksdb_value_cache_bytes, "incremental", c->incremental);
+    json_object_set_new(cfg, "savepoint_dir", json_string(c->savepoint_dir ? c->savepoint_dir : ""));
     const sl_restart_config_t *r = &c->restart;
     json_t *restart = json_pack("{s:i, s:i, s:I, s:I, s:I, s:f, s:I, s:f, s:i, s:i, s:I}", "kind", (int)r->kind,
                                 "attempts", r->attempts, "delay_ms", (json_int_t)r->delay_ms, "initial_backoff_ms",
@@ -237,6 +239,7 @@ static void decode_config(dec_t *d, json_t *c, sl_plan_config_t *o) {
     o->ckpt.unaligned = get_bool(d, c, w, "unaligned");
     o->ckpt.aligned_timeout_ms = get_int(d, c, w, "aligned_timeout_ms", 0, INT64_MAX);
     o->ckpt_dir = get_str(d, c, w, "checkpoint_dir");
+    o->savepoint_dir = get_str(d, c, w, "savepoint_dir");
     o->ckpt_retained = (int)get_int(d, c, w, "checkpoints_retained", 0, I32);
     o->ckpt_retention = (int)get_int(d, c, w, "checkpoint_retention", 0, 2);
     o->backend = (int)get_int(d, c, w, "state_backend", 0, 1);
@@ -398,4 +401,21 @@ int sl_plan_decode(const void *buf, size_t len, sl_plan_t **out, char *err, size
     }
     *out = p;
     return 0;
+}
+
+int sl_plan_derived_uids(const sl_plan_t *p, char *buf, size_t cap) {
+    int n = 0;
+    size_t o = 0;
+    if (cap) buf[0] = 0;
+    for (int i = 0; i < p->nnodes; i++) {
+        const sl_plan_node_t *nd = &p->nodes[i];
+        bool stateful = nd->kind != SL_PLAN_OPERATOR || nd->keyed[0] || nd->keyed[1];
+        if (nd->has_user_uid || !stateful) continue;
+        if (o + 1 < cap) {
+            int w = snprintf(buf + o, cap - o, "%s'%s' (%s)", n ? ", " : "", nd->name, nd->uid);
+            o = w > 0 ? SL_MIN(cap - 1, o + (size_t)w) : o;
+        }
+        n++;
+    }
+    return n;
 }

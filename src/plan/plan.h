@@ -49,7 +49,8 @@ typedef struct sl_plan_node {
     int id;
     int kind;              /* sl_plan_node_kind_t */
     char *name;
-    char *uid;             /* the state identity: the user's uid, else "node-<id>" */
+    char *uid;             /* the state identity: the user's uid, else one derived from the node's
+                            * place in the graph ("<name>-<16 hex>", api/plan_build.c) */
     bool has_user_uid;
     int parallelism;       /* effective */
     int ninputs;
@@ -82,6 +83,7 @@ typedef struct sl_plan_config {
     bool ckpt_enabled;
     sl_ckpt_config_t ckpt;
     char *ckpt_dir;        /* "" when checkpoints are kept in memory only */
+    char *savepoint_dir;   /* execution.checkpointing.savepoint-dir; "" = none */
     int ckpt_retained;
     int ckpt_retention;    /* sl_checkpoint_retention_t */
     int backend;           /* sl_state_backend_kind_t */
@@ -126,5 +128,10 @@ void sl_plan_index(sl_plan_t *p);
 /* The task (vertex, subtask) of a task index, or -1. */
 int sl_plan_task_vertex(const sl_plan_t *p, int index, int *subtask);
 const char *sl_plan_part_name(int part);
+
+/* The nodes likely to hold state (sources, sinks, keyed operators) whose
+ * uid is derived, not the user's: "'name' (uid), ..." into buf; returns
+ * how many (savepoints and restores warn about them). */
+int sl_plan_derived_uids(const sl_plan_t *p, char *buf, size_t cap);
 
 #endif

@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "checkpoint/ckpt_config.h"
 #include "common/common.h"
 #include "protocol/sluice.pb-c.h"
 
@@ -327,6 +328,7 @@ static void etask_state(enc_t *e, const sl_msg_task_state_t *t, Slctl__TaskState
         }
     }
     p->max_sync_ns = t->max_sync_ns;
+    p->end_of_data = t->end_of_data;
 }
 
 static void eack(enc_t *e, const sl_msg_ack_t *a, Slctl__Ack *p, Slctl__TaskRef *ref) {
@@ -391,6 +393,7 @@ static void epayload(enc_t *e, const sl_msg_t *m, pbmsg_t *p, Slctl__TaskRef *re
         p->trigger.attempt = t->attempt;
         p->trigger.checkpoint_id = t->checkpoint_id;
         p->trigger.timestamp = t->timestamp;
+        p->trigger.kind = t->kind;
         break;
     }
     case SL_MSG_ACK: eack(e, &m->u.ack, &p->ack, ref); break;
@@ -696,6 +699,7 @@ static int dtask_state(dec_t *d, const Slctl__TaskState *p, sl_msg_task_state_t 
         o->metrics[i].records_skipped = p->metrics[i]->records_skipped;
     }
     o->max_sync_ns = p->max_sync_ns;
+    o->end_of_data = p->end_of_data;
     return 0;
 }
 
@@ -755,6 +759,7 @@ static int dpayload(dec_t *d, const ProtobufCMessage *pbm, sl_msg_t *m) {
         o->attempt = p->trigger.attempt;
         o->checkpoint_id = p->trigger.checkpoint_id;
         o->timestamp = p->trigger.timestamp;
+        o->kind = p->trigger.kind;
         return 0;
     }
     case SL_MSG_ACK: return dack(d, &p->ack, &m->u.ack);
@@ -947,6 +952,9 @@ static int vtask_state(dec_t *d, const sl_msg_task_state_t *o) {
     if (o->nmetrics > 0 && !terminal)
         return dfail(d, "metrics given for a task that is %s (only terminal states report them)",
                      sl_task_state_name(o->state));
+    if (o->end_of_data && o->state != SL_TASK_RUNNING)
+        return dfail(d, "end_of_data given for a task that is %s (only RUNNING reports it)",
+                     sl_task_state_name(o->state));
     if ((rc = vops(d, o->final_state, o->nfinal, "final_state", &o->task))) return rc;
     char path[64];
     for (int i = 0; i < o->nmetrics; i++) {
@@ -1007,6 +1015,8 @@ static int validate(dec_t *d, const sl_msg_t *m) {
         const sl_msg_trigger_t *o = &m->u.trigger;
         if ((rc = vjob(d, o->job_id, o->attempt))) return rc;
         if ((rc = vcheckpoint(d, o->checkpoint_id))) return rc;
+        if (o->kind < 0 || o->kind > SL_SNAP_KIND_MAX)
+            return dfail(d, "kind %d is not a snapshot kind (0..%d)", o->kind, SL_SNAP_KIND_MAX);
         return vnonneg(d, o->timestamp, "timestamp");
     }
     case SL_MSG_ACK: return vack(d, &m->u.ack);

@@ -12,7 +12,8 @@
  *   JM -> TM  DEPLOY        run these subtasks of this plan (attempt n)
  *   JM -> TM  CANCEL        cancel every subtask of the job's attempt
  *   TM -> JM  TASK_STATE    a subtask is running / finished / canceled / failed
- *   JM -> TM  TRIGGER       source subtasks: inject barrier `checkpoint_id`
+ *   JM -> TM  TRIGGER       source subtasks: inject barrier `checkpoint_id` (of a
+ *                           checkpoint or a savepoint, `kind`)
  *   TM -> JM  ACK           a subtask persisted its part of a checkpoint:
  *                           state handles (files it wrote itself) and small
  *                           inline blobs, never the state's bulk
@@ -157,12 +158,14 @@ typedef struct sl_msg_task_state {
     int32_t nmetrics;            /* terminal states: per chained operator */
     sl_msg_op_metrics_t *metrics;
     int64_t max_sync_ns;         /* longest synchronous snapshot phase */
+    bool end_of_data;            /* RUNNING: a source's input ended (its final checkpoint may start) */
 } sl_msg_task_state_t;
 
 typedef struct sl_msg_trigger {
     char *job_id;
     int32_t attempt;
     int64_t checkpoint_id, timestamp;
+    int32_t kind;                /* sl_snapshot_kind_t: checkpoint or a kind of savepoint */
 } sl_msg_trigger_t;
 
 typedef struct sl_msg_ack {

@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "common/common.h"
 #include "common/workq.h"
@@ -93,13 +94,15 @@ static int resolve(void *ctx, const sl_msg_deploy_t *d, const sl_plan_t **plan, 
     return 0;
 }
 
-int sl_local_job_new(const sl_plan_t *plan, const sl_job_code_t *code, const char *restore_path, sl_local_job_t **out,
-                     char *err, size_t errlen) {
+int sl_local_job_new(const sl_plan_t *plan, const sl_job_code_t *code, const char *restore_path, bool allow_nrs,
+                     sl_local_job_t **out, char *err, size_t errlen) {
     *out = NULL;
     sl_local_job_t *j = sl_calloc(1, sizeof *j);
     j->plan = plan;
     j->code = code;
-    sl_jm_config_t jc = {.artifact = "embedded", .restore_path = restore_path}; /* the code is this process's */
+    sl_jm_config_t jc = {.artifact = "embedded", /* the code is this process's */
+                         .restore_path = restore_path,
+                         .allow_non_restored_state = allow_nrs};
     int rc = sl_jm_new(plan, &jc, &j->jm, err, errlen);
     if (rc < 0) {
         sl_free(j);
@@ -123,6 +126,28 @@ int sl_local_job_new(const sl_plan_t *plan, const sl_job_code_t *code, const cha
 int sl_local_job_run(sl_local_job_t *j, sl_job_result_t *res) { return sl_jm_run(j->jm, res); }
 
 void sl_local_job_cancel(sl_local_job_t *j) { sl_jm_cancel(j->jm); }
+
+int sl_local_job_savepoint(sl_local_job_t *j, const char *dir, int kind, char *path, size_t cap, char *err,
+                           size_t errlen) {
+    int64_t id = 0;
+    char loc[4200] = "", why[1024] = "";
+    int rc = sl_jm_savepoint(j->jm, dir, kind, &id, err, errlen);
+    while (rc == 0) { /* the outcome is recorded before the job's run returns */
+        rc = sl_jm_savepoint_result(j->jm, id, loc, sizeof loc, why, sizeof why);
+        if (rc == 1) {
+            rc = why[0] ? sl_errf(err, errlen, SL_EIO, "savepoint %lld: %s", (long long)id, why) : 0;
+            break;
+        }
+        if (rc < 0) {
+            sl_errf(err, errlen, rc, "savepoint %lld: no longer known", (long long)id);
+            break;
+        }
+        struct timespec ts = {0, 5 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (rc == 0 && path && cap) snprintf(path, cap, "%s", loc);
+    return rc;
+}
 
 void sl_local_job_destroy(sl_local_job_t *j) {
     if (!j) return;

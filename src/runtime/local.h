@@ -15,10 +15,16 @@
 
 typedef struct sl_local_job sl_local_job_t;
 
-/* plan and code must outlive the job.  restore_path: a chk-<n> directory
- * or NULL. */
-int sl_local_job_new(const sl_plan_t *plan, const sl_job_code_t *code, const char *restore_path, sl_local_job_t **out,
-                     char *err, size_t errlen);
+/* plan and code must outlive the job.  restore_path: a chk-<n> or
+ * savepoint directory or NULL; allow_nrs: --allowNonRestoredState. */
+int sl_local_job_new(const sl_plan_t *plan, const sl_job_code_t *code, const char *restore_path, bool allow_nrs,
+                     sl_local_job_t **out, char *err, size_t errlen);
+/* Takes a savepoint of kind (sl_snapshot_kind_t: a savepoint, or a stop
+ * with one) under dir (NULL: the job's default) and blocks until it ended:
+ * 0 with its directory in path, or < 0 with the reason in err.  Any thread
+ * while sl_local_job_run runs; j must outlive the call. */
+int sl_local_job_savepoint(sl_local_job_t *j, const char *dir, int kind, char *path, size_t cap, char *err,
+                           size_t errlen);
 /* Runs the job to its end (restarts included) and fills *res. */
 int sl_local_job_run(sl_local_job_t *j, sl_job_result_t *res);
 /* Any thread. */

@@ -49,7 +49,8 @@ void sl_bh_set_unaligned(sl_barrier_handler_t *h, bool on, int64_t aligned_timeo
 }
 
 sl_bh_action_t sl_bh_timeout(sl_barrier_handler_t *h, int64_t now_ms) {
-    if (!h->unaligned || h->current < 0 || h->snapshotted || h->narrived == h->nch) return SL_BH_NONE;
+    if (!h->unaligned || h->current < 0 || h->snapshotted || h->narrived == h->nch || h->current_kind)
+        return SL_BH_NONE;
     if (now_ms - h->current_ts < h->aligned_timeout_ms) return SL_BH_NONE;
     return go_unaligned(h);
 }
@@ -59,6 +60,11 @@ sl_bh_action_t sl_bh_barrier(sl_barrier_handler_t *h, int ch, int64_t id, int64_
 }
 
 sl_bh_action_t sl_bh_barrier_ts(sl_barrier_handler_t *h, int ch, int64_t id, int64_t ts, int64_t *aborted_id) {
+    return sl_bh_barrier_kind(h, ch, id, ts, SL_SNAP_CHECKPOINT, aborted_id);
+}
+
+sl_bh_action_t sl_bh_barrier_kind(sl_barrier_handler_t *h, int ch, int64_t id, int64_t ts, int kind,
+                                  int64_t *aborted_id) {
     *aborted_id = -1;
     if (id <= h->last_triggered) return SL_BH_NONE; /* stale */
     if (h->current >= 0 && id < h->current) return SL_BH_NONE;
@@ -71,6 +77,7 @@ sl_bh_action_t sl_bh_barrier_ts(sl_barrier_handler_t *h, int ch, int64_t id, int
         reset(h);
         h->current = id;
         h->current_ts = ts;
+        h->current_kind = kind;
         h->align_start_ns = sl_mono_ns();
     }
     if (!h->arrived[ch] && !h->ended[ch]) {
@@ -81,7 +88,7 @@ sl_bh_action_t sl_bh_barrier_ts(sl_barrier_handler_t *h, int ch, int64_t id, int
     if (a != SL_BH_NONE) return a;
     /* Unaligned: snapshot at the first barrier (timeout 0) or once the
      * checkpoint is older than the aligned timeout. */
-    if (h->unaligned && !h->snapshotted &&
+    if (h->unaligned && !h->snapshotted && h->current_kind == SL_SNAP_CHECKPOINT &&
         (h->aligned_timeout_ms == 0 || (ts != INT64_MAX && sl_wall_ms() - ts >= h->aligned_timeout_ms)))
         return go_unaligned(h);
     return SL_BH_NONE;

@@ -16,6 +16,9 @@
  *     timeout > 0 a checkpoint starts aligned and switches to unaligned
  *     once it is older than the timeout (sl_bh_timeout).
  *
+ * A savepoint's barrier (sl_bh_barrier_kind) is aligned even when
+ * unaligned checkpoints are on, as in Flink.
+ *
  * A channel that has ended counts as having delivered every later barrier.
  * A barrier of a newer checkpoint while one is being aligned aborts the
  * older one (it can no longer complete) and starts the newer; an older
@@ -53,6 +56,7 @@ typedef struct sl_barrier_handler {
     bool unaligned;
     int64_t aligned_timeout_ms;  /* 0: unaligned from the first barrier */
     int64_t current_ts;          /* wall-clock time the current checkpoint was triggered */
+    int current_kind;            /* sl_snapshot_kind_t of `current`: a savepoint is never unaligned */
     bool snapshotted;            /* the current checkpoint's unaligned snapshot was taken */
     int64_t unaligned_count;     /* checkpoints taken unaligned (metrics, tests) */
 } sl_barrier_handler_t;
@@ -65,6 +69,10 @@ sl_bh_action_t sl_bh_barrier(sl_barrier_handler_t *h, int ch, int64_t id, int64_
 /* Same, with the checkpoint's trigger time (wall ms) for the aligned
  * timeout. */
 sl_bh_action_t sl_bh_barrier_ts(sl_barrier_handler_t *h, int ch, int64_t id, int64_t ts, int64_t *aborted_id);
+/* Same, with the barrier's kind (sl_snapshot_kind_t): a savepoint's
+ * barrier is always aligned, whatever the unaligned settings. */
+sl_bh_action_t sl_bh_barrier_kind(sl_barrier_handler_t *h, int ch, int64_t id, int64_t ts, int kind,
+                                  int64_t *aborted_id);
 /* Turns on unaligned checkpoints (exactly-once mode only). */
 void sl_bh_set_unaligned(sl_barrier_handler_t *h, bool on, int64_t aligned_timeout_ms);
 /* While aligning: TRIGGER_UNALIGNED once the checkpoint is older than the

@@ -14,8 +14,11 @@
  *   'R' i64 ts, u32 len, row bytes     a record
  *   'W' i64 watermark                  a watermark
  *   'S' u8 idle                        stream status (1 idle, 0 active)
+ *   'D'                                end of data (FLIP-147): no record or watermark
+ *                                      follows; barriers and the end still do
  *   'E'                                end of partition (producer finished)
- *   'B' u64 checkpoint id, i64 ts      checkpoint barrier
+ *   'B' u64 checkpoint id, i64 ts, u8 kind   checkpoint or savepoint barrier
+ *                                      (kind: sl_snapshot_kind_t)
  */
 #ifndef SL_CHANNEL_H
 #define SL_CHANNEL_H
@@ -27,8 +30,15 @@
 
 #include "common/common.h"
 
-enum { SL_EL_RECORD = 'R', SL_EL_WATERMARK = 'W', SL_EL_STATUS = 'S', SL_EL_END = 'E', SL_EL_BARRIER = 'B' };
-#define SL_BARRIER_LEN 17
+enum {
+    SL_EL_RECORD = 'R',
+    SL_EL_WATERMARK = 'W',
+    SL_EL_STATUS = 'S',
+    SL_EL_END_OF_DATA = 'D',
+    SL_EL_END = 'E',
+    SL_EL_BARRIER = 'B'
+};
+#define SL_BARRIER_LEN 18
 #define SL_REC_HEADER 13 /* tag + ts + len */
 
 typedef struct sl_nbuf {

@@ -116,9 +116,9 @@ static sl_msg_task_ref_t task_ref(const sl_deployment_t *dep, const sl_task_t *t
 
 /* ---- what the JobManager tells the tasks (any thread) ---- */
 
-void sl_deployment_trigger(sl_deployment_t *dep, int64_t id, int64_t ts) {
+void sl_deployment_trigger(sl_deployment_t *dep, int64_t id, int64_t ts, int kind) {
     for (int i = 0; i < dep->nlocal; i++)
-        if (dep->local[i]->is_source) sl_task_post_trigger(dep->local[i], id, ts);
+        sl_task_post_trigger(dep->local[i], id, ts, kind); /* sources, and tasks whose inputs all ended */
 }
 
 void sl_deployment_notify(sl_deployment_t *dep, int64_t id, bool complete) {
@@ -191,6 +191,18 @@ static void report_end(sl_deployment_t *dep, sl_task_t *t, int state) {
 /* The first failure is reported before any other task's (mu held while it
  * is sent): the JobManager takes the first FAILED it receives as the
  * cause, and the tasks this cancellation makes fail must not overtake it. */
+void sl_deployment_task_end_of_data(sl_deployment_t *dep, sl_task_t *t) {
+    sl_msg_t *m = sl_msg_new(SL_MSG_TASK_STATE);
+    sl_msg_task_state_t *ts = &m->u.task_state;
+    ts->job_id = sl_strdup(dep->job_id);
+    ts->attempt = dep->attempt;
+    ts->task = task_ref(dep, t);
+    ts->state = SL_TASK_RUNNING;
+    ts->message = sl_strdup("");
+    ts->end_of_data = true;
+    dep->send(dep->send_ctx, m);
+}
+
 void sl_deployment_task_failed(sl_deployment_t *dep, sl_task_t *t) {
     pthread_mutex_lock(&dep->mu);
     bool first = !dep->failed && !dep->canceled;
@@ -695,6 +707,7 @@ static int build_task(sl_deployment_t *dep, int v, int s, char *err, size_t errl
     t->wake = sl_calloc((size_t)t->nops, sizeof *t->wake);
     const sl_plan_node_t *head = &plan->nodes[pv->nodes[0]];
     t->is_source = head->kind == SL_PLAN_SOURCE;
+    t->final_mode = plan->cfg.ckpt_enabled;
     int rc = 0;
     for (int k = 0; k < t->nops; k++) {
         const sl_plan_node_t *n = &plan->nodes[pv->nodes[k]];
@@ -719,6 +732,7 @@ static int build_task(sl_deployment_t *dep, int v, int s, char *err, size_t errl
         init.make_backend = make_backend;
         init.make_backend_ctx = dep;
         init.backend_err = berr;
+        init.final_checkpoint = plan->cfg.ckpt_enabled;
         sl_operator_t *op = cn->create(cn->spec, &init);
         if (berr[0] && rc == 0)
             rc = sl_errf(err, errlen, SL_ESTATE, "state backend of '%s' (%d/%d): %s", n->name, s + 1, pv->parallelism,

@@ -59,8 +59,8 @@ int sl_deployment_start(sl_deployment_t *dep, char *err, size_t errlen);
 /* Blocks until every task has ended, then stops the writer (snapshots not
  * yet persisted are dropped: the attempt is over). */
 void sl_deployment_join(sl_deployment_t *dep);
-/* Source tasks inject barrier `id`. */
-void sl_deployment_trigger(sl_deployment_t *dep, int64_t id, int64_t ts);
+/* Source tasks (and tasks whose inputs all ended) inject barrier `id`. */
+void sl_deployment_trigger(sl_deployment_t *dep, int64_t id, int64_t ts, int kind);
 /* Checkpoint `id` completed (or was aborted): every task is told. */
 void sl_deployment_notify(sl_deployment_t *dep, int64_t id, bool complete);
 /* Cancels every task (and fails every blocked producer). */

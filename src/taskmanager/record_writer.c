@@ -2,6 +2,7 @@
 #include "taskmanager/record_writer.h"
 
 #include "common/common.h"
+#include "checkpoint/ckpt_config.h"
 #include "state/key_group.h"
 
 sl_record_writer_t *sl_record_writer_new(sl_plan_part_t part, const sl_key_selector_t *key, int maxp,
@@ -124,17 +125,24 @@ void sl_record_writer_flush(sl_record_writer_t *w) {
         }
 }
 
+void sl_record_writer_end_of_data(sl_record_writer_t *w) {
+    uint8_t el = SL_EL_END_OF_DATA;
+    put_all(w, &el, 1);
+    sl_record_writer_flush(w);
+}
+
 void sl_record_writer_end(sl_record_writer_t *w) {
     uint8_t el = SL_EL_END;
     put_all(w, &el, 1);
     sl_record_writer_flush(w);
 }
 
-void sl_record_writer_barrier(sl_record_writer_t *w, int64_t id, int64_t ts) {
+void sl_record_writer_barrier(sl_record_writer_t *w, int64_t id, int64_t ts, int kind) {
     uint8_t el[SL_BARRIER_LEN];
     el[0] = SL_EL_BARRIER;
     sl_st64(el + 1, (uint64_t)id);
     sl_st64(el + 9, (uint64_t)ts);
+    el[17] = (uint8_t)kind;
     put_all(w, el, SL_BARRIER_LEN);
     sl_record_writer_flush(w);
 }
@@ -144,6 +152,7 @@ void sl_record_writer_barrier_priority(sl_record_writer_t *w, int64_t id, int64_
     el[0] = SL_EL_BARRIER;
     sl_st64(el + 1, (uint64_t)id);
     sl_st64(el + 9, (uint64_t)ts);
+    el[17] = SL_SNAP_CHECKPOINT; /* only checkpoints overtake: savepoints are aligned */
     sl_record_writer_flush(w); /* the records before the barrier are in-flight data too */
     for (int i = 0; i < w->nch; i++) sl_channel_send_priority(w->ch[i], el, SL_BARRIER_LEN, &captures[i]);
 }

@@ -41,14 +41,17 @@ void sl_record_writer_destroy(sl_record_writer_t *w);
 int sl_record_writer_emit(sl_record_writer_t *w, const sl_record_t *rec);
 void sl_record_writer_watermark(sl_record_writer_t *w, int64_t wm);
 void sl_record_writer_status(sl_record_writer_t *w, bool idle);
-/* Broadcasts checkpoint barrier `id` and flushes every channel (a barrier
+/* Broadcasts barrier `id` (of a checkpoint or savepoint, `kind`) and flushes every channel (a barrier
  * must never wait in a partly filled buffer while the producer blocks on
  * another channel). */
-void sl_record_writer_barrier(sl_record_writer_t *w, int64_t id, int64_t ts);
+void sl_record_writer_barrier(sl_record_writer_t *w, int64_t id, int64_t ts, int kind);
 /* Unaligned: sends barrier `id` on every channel AHEAD of the queued
  * buffers (after flushing the partly filled one) and appends to
  * captures[i] the bytes it overtook on channel i. */
 void sl_record_writer_barrier_priority(sl_record_writer_t *w, int64_t id, int64_t ts, sl_buf_t *captures);
+/* Sends the end-of-data marker on every channel (and flushes): no record
+ * or watermark follows; barriers and the end of partition still do. */
+void sl_record_writer_end_of_data(sl_record_writer_t *w);
 /* Sends the end-of-partition marker on every channel (and flushes). */
 void sl_record_writer_end(sl_record_writer_t *w);
 void sl_record_writer_flush(sl_record_writer_t *w);

@@ -64,21 +64,22 @@ void sl_inflight_put(sl_buf_t *out, int kind, const char *uid, int subtask, int 
 /* Should barrier `id` (triggered at wall time ts) overtake the queued
  * output?  Unaligned from the start (timeout 0), or once it is older than
  * the aligned-checkpoint timeout. */
-static bool overtake(const sl_task_t *t, int64_t ts) {
-    if (!t->bh.unaligned) return false;
+static bool overtake(const sl_task_t *t, int64_t ts, int kind) {
+    if (!t->bh.unaligned || kind != SL_SNAP_CHECKPOINT) return false;
     return t->bh.aligned_timeout_ms == 0 || sl_wall_ms() - ts >= t->bh.aligned_timeout_ms;
 }
 
 /* Barrier `id` passed this task: forward it (ahead of the queued output
  * when unaligned, capturing what it overtook), then the synchronous phase
  * of the snapshot.  Returns the snapshot, or NULL when the task failed. */
-static sl_ckpt_task_snap_t *take_snapshot(sl_task_t *t, int64_t id, int64_t ts, bool unaligned) {
+static sl_ckpt_task_snap_t *take_snapshot(sl_task_t *t, int64_t id, int64_t ts, bool unaligned, int kind) {
     sl_ckpt_task_snap_t *snap = sl_calloc(1, sizeof *snap);
     snap->task = t;
     snap->id = id;
+    snap->kind = kind;
     snap->nops = t->nops;
     int64_t t0 = sl_mono_ns();
-    if (unaligned || overtake(t, ts)) {
+    if (unaligned || overtake(t, ts, kind)) {
         snap->unaligned = true;
         for (int i = 0; i < t->nwriters; i++) {
             sl_record_writer_t *w = t->writers[i];
@@ -96,7 +97,7 @@ static sl_ckpt_task_snap_t *take_snapshot(sl_task_t *t, int64_t id, int64_t ts, 
             sl_free(caps);
         }
     } else {
-        for (int i = 0; i < t->nwriters; i++) sl_record_writer_barrier(t->writers[i], id, ts);
+        for (int i = 0; i < t->nwriters; i++) sl_record_writer_barrier(t->writers[i], id, ts, kind);
     }
     snap->blobs = sl_calloc((size_t)t->nops, sizeof *snap->blobs);
     snap->keyed = sl_calloc((size_t)t->nops, sizeof *snap->keyed);
@@ -106,7 +107,13 @@ static sl_ckpt_task_snap_t *take_snapshot(sl_task_t *t, int64_t id, int64_t ts, 
     snap->native = sl_calloc((size_t)t->nops, sizeof *snap->native);
     for (int i = 0; i < t->nops && !t->failed; i++) {
         sl_operator_t *op = t->ops[i];
-        sl_op_snapshot_time(op, &snap->times[i]);
+        /* No event time once it is at its end — after --drain (Flink keeps no
+         * watermark in a savepoint, and the next job must not start at the
+         * end of time) and after the input ended (the final checkpoint): a
+         * restored task must pass the maximum watermark on again when its
+         * restored sources end again, which it would not if it had it
+         * already (downstream at another parallelism would never see it). */
+        if (kind != SL_SNAP_SAVEPOINT_TERMINATE && !t->data_ended) sl_op_snapshot_time(op, &snap->times[i]);
         if (op->vt->snapshot_state) {
             int rc = op->vt->snapshot_state(op, id, &snap->blobs[i]);
             if (rc < 0 && !t->failed) sl_task_fail(t, rc, "snapshot failed");
@@ -114,7 +121,9 @@ static sl_ckpt_task_snap_t *take_snapshot(sl_task_t *t, int64_t id, int64_t ts, 
         if (op->kb) { /* synchronous phase: copy-on-write views, O(key groups) */
             snap->ranges[i] = op->kg_range;
             char nerr[600] = "";
-            int rc = sl_deployment_native_snapshot(t->dep, t, i, &snap->native[i], nerr, sizeof nerr);
+            int rc = kind == SL_SNAP_CHECKPOINT /* a savepoint is canonical and self-contained */
+                         ? sl_deployment_native_snapshot(t->dep, t, i, &snap->native[i], nerr, sizeof nerr)
+                         : 0;
             if (rc < 0 && !t->failed) sl_task_fail(t, rc, nerr);
             if (rc == 0 && !snap->native[i]) rc = op->kb->ops->snapshot(op->kb, &snap->keyed[i]);
             if (rc == 0 && op->timers) rc = sl_timers_snapshot(op->timers, &snap->timers[i]);
@@ -126,6 +135,8 @@ static sl_ckpt_task_snap_t *take_snapshot(sl_task_t *t, int64_t id, int64_t ts, 
         return NULL;
     }
     t->checkpoints++;
+    if (sl_snap_is_sync(kind)) t->sync_id = id; /* stop-with-savepoint: nothing more until it completes */
+    if (t->data_ended && !t->final_id) t->final_id = id; /* the final checkpoint: it covers the end of input */
     snap->sync_ns = sl_mono_ns() - t0;
     if (snap->sync_ns > t->max_sync_ns) t->max_sync_ns = snap->sync_ns;
     return snap;
@@ -138,8 +149,8 @@ static void submit(sl_task_t *t, sl_ckpt_task_snap_t *snap) {
 
 /* Aligned (or at-least-once, or a source's trigger): snapshot and hand
  * over at once. */
-static void perform_checkpoint(sl_task_t *t, int64_t id, int64_t ts) {
-    sl_ckpt_task_snap_t *snap = take_snapshot(t, id, ts, false);
+static void perform_checkpoint(sl_task_t *t, int64_t id, int64_t ts, int kind) {
+    sl_ckpt_task_snap_t *snap = take_snapshot(t, id, ts, false, kind);
     if (snap) submit(t, snap);
 }
 
@@ -150,7 +161,7 @@ static void start_unaligned(sl_task_t *t, int64_t id, int64_t ts) {
         sl_deployment_task_snapshot(NULL, t->pending);
         t->pending = NULL;
     }
-    t->pending = take_snapshot(t, id, ts, true);
+    t->pending = take_snapshot(t, id, ts, true, SL_SNAP_CHECKPOINT);
     for (int i = 0; i < t->nincap; i++) t->incap[i].len = 0;
 }
 
@@ -184,7 +195,7 @@ static void drop_pending(sl_task_t *t, int64_t aborted) {
 static void on_barrier_action(sl_task_t *t, sl_bh_action_t a, int64_t id, int64_t ts) {
     switch (a) {
     case SL_BH_TRIGGER:
-        perform_checkpoint(t, id, ts);
+        perform_checkpoint(t, id, ts, t->bh.current_kind);
         sl_bh_release(&t->bh);
         break;
     case SL_BH_TRIGGER_UNALIGNED: start_unaligned(t, id, ts); break;
@@ -198,12 +209,27 @@ static void on_barrier_action(sl_task_t *t, sl_bh_action_t a, int64_t id, int64_
 
 typedef struct ckpt_mail {
     int64_t id, ts;
+    int kind;
 } ckpt_mail_t;
 
+static bool inputs_ended(const sl_task_t *t);
+
+/* A trigger: source tasks inject the barrier, and so does a task whose
+ * every input has ended (Flink's FLIP-147: the running tasks whose
+ * predecessors all finished are the sources of the rest of the graph) —
+ * with unaligned checkpoints a predecessor's final barrier may overtake its
+ * end of data, so the task's own final checkpoint may come after every
+ * predecessor finished.  Stop with --drain: event time first advances to
+ * its end, so every window fires and every event-time timer runs before
+ * the barrier, and their output is in the savepoint's transactions. */
 static void trigger_mail(void *owner, void *arg) {
     sl_task_t *t = owner;
     ckpt_mail_t *m = arg;
-    if (!t->failed && !t->finished) perform_checkpoint(t, m->id, m->ts);
+    bool acts = t->is_source || (t->ngates > 0 && inputs_ended(t));
+    if (acts && !t->failed && !t->finished && !t->sync_id) {
+        if (m->kind == SL_SNAP_SAVEPOINT_TERMINATE && t->is_source) sl_source_op_drain(t->ops[0]);
+        if (!t->failed) perform_checkpoint(t, m->id, m->ts, m->kind);
+    }
     sl_free(m);
 }
 
@@ -216,6 +242,11 @@ static void complete_mail(void *owner, void *arg) {
         int rc = op->vt->notify_checkpoint_complete(op, m->id);
         if (rc < 0 && !t->failed) sl_task_fail(t, rc, "notify checkpoint complete failed");
     }
+    if (t->sync_id && m->id >= t->sync_id && !t->failed) t->stopped = true; /* stop-with-savepoint done */
+    if (t->final_id && m->id >= t->final_id && !t->final_done) {
+        t->final_done = true;
+        sl_fault_point("task.after-final-checkpoint"); /* committed; the task has not ended yet */
+    }
     sl_free(m);
 }
 
@@ -226,19 +257,21 @@ static void aborted_mail(void *owner, void *arg) {
         sl_operator_t *op = t->ops[i];
         if (op->vt->notify_checkpoint_aborted) op->vt->notify_checkpoint_aborted(op, m->id);
     }
+    if (t->sync_id == m->id) t->sync_id = 0; /* the stop failed: the job goes on */
     sl_free(m);
 }
 
-static void post(sl_task_t *t, sl_mail_fn fn, int64_t id, int64_t ts) {
+static void post(sl_task_t *t, sl_mail_fn fn, int64_t id, int64_t ts, int kind) {
     ckpt_mail_t *m = sl_malloc(sizeof *m);
     m->id = id;
     m->ts = ts;
+    m->kind = kind;
     sl_mailbox_post_owned(&t->mailbox, fn, m);
 }
 
-void sl_task_post_trigger(sl_task_t *t, int64_t id, int64_t ts) { post(t, trigger_mail, id, ts); }
-void sl_task_post_complete(sl_task_t *t, int64_t id) { post(t, complete_mail, id, 0); }
-void sl_task_post_aborted(sl_task_t *t, int64_t id) { post(t, aborted_mail, id, 0); }
+void sl_task_post_trigger(sl_task_t *t, int64_t id, int64_t ts, int kind) { post(t, trigger_mail, id, ts, kind); }
+void sl_task_post_complete(sl_task_t *t, int64_t id) { post(t, complete_mail, id, 0, 0); }
+void sl_task_post_aborted(sl_task_t *t, int64_t id) { post(t, aborted_mail, id, 0, 0); }
 
 /* ---- chain output ---- */
 
@@ -316,6 +349,7 @@ void sl_gate_add_channel(sl_input_gate_t *g, sl_channel_t *ch) {
 
 void sl_gate_finalize(sl_input_gate_t *g) {
     g->ended = sl_calloc((size_t)(g->nch ? g->nch : 1), sizeof(bool));
+    g->data_done = sl_calloc((size_t)(g->nch ? g->nch : 1), sizeof(bool));
     g->held = sl_calloc((size_t)(g->nch ? g->nch : 1), sizeof *g->held);
     g->held_off = sl_calloc((size_t)(g->nch ? g->nch : 1), sizeof *g->held_off);
     sl_valve_init(&g->valve, g->nch, gate_on_wm, gate_on_status, g);
@@ -328,6 +362,7 @@ void sl_gate_free(sl_input_gate_t *g) {
     sl_free(g->held_off);
     sl_free(g->ch);
     sl_free(g->ended);
+    sl_free(g->data_done);
     sl_valve_free(&g->valve);
 }
 
@@ -349,6 +384,13 @@ static void run_batch(sl_task_t *t, sl_input_gate_t *g, const sl_record_t *recs,
 }
 
 enum { CONSUMED = 0, HELD = 1 };
+
+/* Channel c of g will deliver no more data (end of data, or the end). */
+static void data_done(sl_input_gate_t *g, int c) {
+    if (g->data_done[c]) return;
+    g->data_done[c] = true;
+    g->ndone++;
+}
 
 /* In-flight data of an unaligned checkpoint: the bytes [from, to) of a
  * buffer of global channel gc, when that channel is being captured. */
@@ -398,9 +440,14 @@ static int consume(sl_task_t *t, sl_input_gate_t *g, int c, const sl_nbuf_t *b, 
             sl_valve_status(&g->valve, c, p[1] != 0);
             p += 2;
             break;
+        case SL_EL_END_OF_DATA: /* stays in the stream (and in captured in-flight data): barriers follow */
+            data_done(g, c);
+            p += 1;
+            break;
         case SL_EL_END:
             if (t->replaying) goto corrupt;
             capture(t, gc, cap_from, p);
+            data_done(g, c);
             if (!g->ended[c]) {
                 g->ended[c] = true;
                 g->nended++;
@@ -412,6 +459,8 @@ static int consume(sl_task_t *t, sl_input_gate_t *g, int c, const sl_nbuf_t *b, 
         case SL_EL_BARRIER: {
             if (end - p < SL_BARRIER_LEN) goto corrupt;
             int64_t id = (int64_t)sl_ld64(p + 1), ts = (int64_t)sl_ld64(p + 9), aborted;
+            int kind = p[17];
+            if (kind > SL_SNAP_KIND_MAX) goto corrupt;
             if (t->replaying) { /* a barrier inside restored in-flight data is history */
                 p += SL_BARRIER_LEN;
                 break;
@@ -419,10 +468,14 @@ static int consume(sl_task_t *t, sl_input_gate_t *g, int c, const sl_nbuf_t *b, 
             capture(t, gc, cap_from, p);
             p += SL_BARRIER_LEN;
             cap_from = p;
-            sl_bh_action_t a = sl_bh_barrier_ts(&t->bh, gc, id, ts, &aborted);
+            sl_bh_action_t a = sl_bh_barrier_kind(&t->bh, gc, id, ts, kind, &aborted);
             if (aborted >= 0) drop_pending(t, aborted);
             if (a != SL_BH_NONE) {
                 on_barrier_action(t, a, id, ts);
+                if (t->sync_id) { /* stopped with a savepoint: the rest waits (and is never read) */
+                    *off = (uint32_t)(p - b->data);
+                    return p < end ? HELD : CONSUMED;
+                }
             } else if (sl_bh_blocked(&t->bh, gc)) {
                 *off = (uint32_t)(p - b->data);
                 return p < end ? HELD : CONSUMED;
@@ -503,20 +556,42 @@ static bool inputs_ended(const sl_task_t *t) {
     return true;
 }
 
+static bool data_ended_all(const sl_task_t *t) {
+    for (int i = 0; i < t->ngates; i++)
+        if (t->gates[i].ndone < t->gates[i].nch) return false;
+    return true;
+}
+
+static void end_of_data(sl_task_t *t);
+
 static void run_loop(sl_task_t *t) {
     bool source_done = false;
     bool gate_done[2] = {false, false};
     while (!atomic_load_explicit(&t->cancel, memory_order_relaxed) && !t->failed) {
         if (sl_mailbox_drain(&t->mailbox, t) && (atomic_load(&t->cancel) || t->failed)) break;
+        if (SL_UNLIKELY(t->sync_id)) { /* stop-with-savepoint: only mail until it completes */
+            if (t->stopped) break;
+            flush_all(t);
+            wait_for_work(t, INT64_MAX, 0);
+            continue;
+        }
         int64_t next = fire_timers(t);
         int64_t until_ns = 0; /* an idle source's wake-up time, if it gave one */
         bool did = false;
         if (t->is_source) {
+            if (SL_UNLIKELY(t->data_ended)) { /* waiting for the final checkpoint: only mail */
+                if (t->final_done) break;
+                flush_all(t);
+                wait_for_work(t, INT64_MAX, 0);
+                continue;
+            }
             int r = sl_source_op_poll(t->ops[0], SOURCE_BATCH);
             if (r < 0 || t->failed) break;
             if (r == SL_SRC_END) {
                 source_done = true;
-                break;
+                if (!t->final_mode) break;
+                end_of_data(t); /* the final checkpoint follows */
+                continue;
             }
             did = r == SL_SRC_MORE;
             int64_t tick = sl_source_op_next_tick(t->ops[0]);
@@ -534,7 +609,7 @@ static void run_loop(sl_task_t *t) {
                 on_barrier_action(t, sl_bh_timeout(&t->bh, sl_wall_ms()), t->bh.current, t->bh.current_ts);
             for (int gi = 0; gi < t->ngates; gi++) {
                 sl_input_gate_t *g = &t->gates[gi];
-                for (int c = 0; c < g->nch; c++) {
+                for (int c = 0; c < g->nch && !t->sync_id; c++) {
                     if (sl_bh_blocked(&t->bh, g->first + c)) continue; /* aligning: its data waits */
                     sl_nbuf_t *b = g->held[c];
                     uint32_t off = 0;
@@ -552,13 +627,19 @@ static void run_loop(sl_task_t *t) {
                         sl_channel_recycle(g->ch[c], b);
                     }
                 }
-                if (!gate_done[gi] && g->nended == g->nch && !t->failed) {
+                if (!gate_done[gi] && g->ndone == g->nch && !t->failed && !t->sync_id) {
                     gate_done[gi] = true;
                     int rc = sl_op_end_input(t->ops[0], g->input);
                     if (rc < 0 && !t->failed) sl_task_fail(t, rc, sl_strerror(rc));
                 }
             }
-            if (inputs_ended(t)) break;
+            if (t->final_mode && !t->data_ended && !t->failed && !t->sync_id && data_ended_all(t)) {
+                end_of_data(t);
+                did = true;
+            }
+            /* without checkpointing the end of input ends the task; with it,
+             * the final checkpoint must have completed too */
+            if (inputs_ended(t) && !t->sync_id && (!t->final_mode || t->final_done)) break;
         }
         if (!did) {
             flush_all(t);
@@ -568,15 +649,37 @@ static void run_loop(sl_task_t *t) {
     (void)source_done;
 }
 
-/* End of all input: end the chained operators in order, then tell
- * downstream. */
-static void finish_chain(sl_task_t *t) {
+/* End of all input: end the chained operators in order. */
+static void end_chain_input(sl_task_t *t) {
     for (int i = 1; i < t->nops && !t->failed; i++) {
         sl_operator_t *op = t->ops[i];
         for (int in = 0; in < (op->ninputs ? op->ninputs : 1); in++) {
             int rc = sl_op_end_input(op, in);
             if (rc < 0 && !t->failed) sl_task_fail(t, rc, sl_strerror(rc));
         }
+    }
+}
+
+/* With checkpointing, the input's end: end the chain's input, tell
+ * downstream that no more data comes, and tell the JobManager (a source:
+ * the final checkpoint can start). */
+static void end_of_data(sl_task_t *t) {
+    end_chain_input(t);
+    if (t->failed) return;
+    for (int i = 0; i < t->nwriters; i++) sl_record_writer_end_of_data(t->writers[i]);
+    t->data_ended = true;
+    if (t->is_source) sl_deployment_task_end_of_data(t->dep, t);
+    sl_fault_point("task.after-end-of-data");
+}
+
+/* The task's end: after the final checkpoint (if any), tell downstream. */
+static void finish_chain(sl_task_t *t) {
+    if (!t->final_mode) end_chain_input(t);
+    for (int i = 0; i < t->nops && !t->failed && t->final_mode; i++) {
+        sl_operator_t *op = t->ops[i];
+        if (!op->vt->after_final_checkpoint) continue;
+        int rc = op->vt->after_final_checkpoint(op);
+        if (rc < 0 && !t->failed) sl_task_fail(t, rc, "finishing after the final checkpoint failed");
     }
     if (t->failed) return;
     for (int i = 0; i < t->nwriters; i++) sl_record_writer_end(t->writers[i]);
@@ -600,7 +703,7 @@ void *sl_task_main(void *arg) {
     if (!t->failed && t->nreplay) replay_inflight(t);
     if (!t->failed) run_loop(t);
     bool canceled = atomic_load(&t->cancel);
-    if (!t->failed && !canceled) {
+    if (!t->failed && !canceled && !t->stopped) { /* stopped with a savepoint: the input did not end */
         finish_chain(t);
         if (!t->failed) sl_deployment_task_final(t->dep, t);
     }

@@ -42,6 +42,8 @@ typedef struct sl_input_gate {
     bool *ended;
     int nch;
     int nended;
+    bool *data_done;             /* end of data (or the end) seen on the channel */
+    int ndone;
     const sl_schema_t *schema;
     sl_valve_t valve;
     int first;                   /* global index of ch[0] in the task's barrier handler */
@@ -90,6 +92,20 @@ struct sl_task {
     int nreplay;
     bool replaying;
     int64_t max_sync_ns;         /* longest synchronous phase */
+    /* stop-with-savepoint: after the snapshot of savepoint sync_id the task
+     * processes nothing more (no input, no timers, a source polls no more)
+     * and waits for its completion; then it ends without ending its input
+     * (stopped).  An abort of sync_id resumes it.  0: none. */
+    int64_t sync_id;
+    bool stopped;
+    /* the final checkpoint (FLIP-147, with checkpointing on): when its input
+     * ended, the task ends its chain's input and sends end of data, then
+     * goes on taking checkpoints; the first it took after that (final_id)
+     * completing (final_done) lets it send the end and finish */
+    bool final_mode;
+    bool data_ended;
+    int64_t final_id;
+    bool final_done;
     /* metrics */
     int64_t busy_ns, idle_ns;
 };
@@ -98,7 +114,7 @@ void *sl_task_main(void *arg);
 void sl_task_cancel(sl_task_t *t);
 /* Any thread: asks a source task to inject barrier `id` / tells a task that
  * checkpoint `id` completed or was aborted (mail). */
-void sl_task_post_trigger(sl_task_t *t, int64_t id, int64_t ts);
+void sl_task_post_trigger(sl_task_t *t, int64_t id, int64_t ts, int kind);
 void sl_task_post_complete(sl_task_t *t, int64_t id);
 void sl_task_post_aborted(sl_task_t *t, int64_t id);
 /* In-flight data of a restored unaligned checkpoint for channel `index`
@@ -135,6 +151,7 @@ typedef struct sl_ckpt_task_snap {
     sl_buf_t *times;                      /* per operator: event-time progress (sl_op_snapshot_time) */
     struct sl_native_snap **native;       /* per operator: RocksDB native snapshot (incremental), or NULL */
     bool unaligned;
+    int kind;                             /* sl_snapshot_kind_t */
     int64_t sync_ns, align_ns;            /* synchronous phase; alignment (first to last barrier) */
 } sl_ckpt_task_snap_t;
 
@@ -159,6 +176,9 @@ int sl_deployment_native_snapshot(sl_deployment_t *dep, sl_task_t *t, int k, str
 /* The uid under which the head operator of a vertex keeps its state (from
  * the plan). */
 void sl_deployment_head_uid(sl_deployment_t *dep, int vertex, char *buf, size_t cap);
+/* A source task's input ended (with checkpointing): the JobManager may
+ * start the final checkpoint. */
+void sl_deployment_task_end_of_data(sl_deployment_t *dep, sl_task_t *t);
 /* The task ended (finished or cancelled) and reports it. */
 void sl_deployment_task_done(sl_deployment_t *dep, sl_task_t *t);
 

@@ -103,7 +103,7 @@ void sl_tm_handle(sl_taskmanager_t *tm, sl_msg_t *m) {
         break;
     case SL_MSG_TRIGGER:
         if ((dep = find_attempt(tm, m->u.trigger.job_id, m->u.trigger.attempt)))
-            sl_deployment_trigger(dep, m->u.trigger.checkpoint_id, m->u.trigger.timestamp);
+            sl_deployment_trigger(dep, m->u.trigger.checkpoint_id, m->u.trigger.timestamp, m->u.trigger.kind);
         break;
     case SL_MSG_COMPLETE:
     case SL_MSG_ABORTED:

@@ -1,0 +1,64 @@
+/*
+ * state_reader.h — reading a completed checkpoint's (or savepoint's) keyed
+ * state from outside a job: find the checkpoint a path names, then walk one
+ * operator's keyed state key group by key group as canonical keyed-state
+ * blocks (the "SLKS" format of state_backend.h), which the caller parses
+ * with sl_kbf_parse.  `sluice state read` (src/cli/state_read.c) is built
+ * on it; so can any tool that inspects or migrates state.
+ *
+ * Two sources of blocks, one shape for the caller:
+ *   - state files in the canonical format (heap checkpoints, full RocksDB
+ *     checkpoints, savepoints): each key group's block is the section of
+ *     that id in the SL_SF_KIND_KEYED file of the old subtask that owned
+ *     the key group.  Every file is verified whole (all checksums) and
+ *     against its handle (size, checksum) before a byte is used.
+ *   - a keyed backend (e.g. one rebuilt from an incremental checkpoint's
+ *     native RocksDB files by sl_native_restore): its snapshot is written
+ *     key group by key group through the backend's own snapshot_write.
+ *
+ * Nothing here writes to the checkpoint or creates anything next to it.
+ * Errors: 0 or a negative SL_E* code with a message naming the path or
+ * file: SL_ENOTFOUND (no checkpoint, a missing file), SL_EFORMAT (damaged,
+ * not a checkpoint), SL_EIO (the filesystem failed).
+ *
+ * Threading: no shared state; one call at a time per argument.
+ */
+#ifndef SL_CKPT_STATE_READER_H
+#define SL_CKPT_STATE_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "checkpoint/metadata.h"
+#include "state/state_backend.h"
+
+/* Opens the checkpoint that path names: a chk-<n> or savepoint directory
+ * (it holds _metadata), or a job's checkpoint directory (it holds shared/
+ * and taskowned/; its latest complete chk-<n>, without fallback to an
+ * older one when that one is damaged).  On success *md is new (the caller
+ * frees it with sl_ckpt_metadata_free) and dir (cap bytes) is the
+ * directory its state files' exclusive paths are relative to.  Never
+ * creates a file or directory. */
+int sl_ckpt_open_path(const char *path, sl_ckpt_metadata_t **md, char *dir, size_t cap, char *err,
+                      size_t errlen);
+
+/* Receives key group kg's canonical block (len >= 1 bytes, valid during
+ * the call only).  Returns 0 to go on, or < 0 to stop (that code is
+ * returned; the callback writes err). */
+typedef int (*sl_ckpt_block_fn)(void *c, int kg, const uint8_t *block, size_t len, char *err, size_t errlen);
+
+/* Calls fn for every key group of operator mo (0 .. max_parallelism-1,
+ * ascending) that has a non-empty block in the canonical state files of
+ * the checkpoint in dir (as sl_ckpt_open_path returned it).  A key group
+ * with no file, or an empty section, has no state and is skipped.  A
+ * missing, truncated, corrupt or replaced file is an error naming it. */
+int sl_ckpt_keyed_blocks_from_files(const char *dir, const sl_ckpt_operator_t *mo, sl_ckpt_block_fn fn, void *c,
+                                    char *err, size_t errlen);
+
+/* Calls fn for every key group of kb's range, ascending, with the block
+ * kb's snapshot writes for it.  kb is not changed (a snapshot is taken and
+ * released).  The backend's thread. */
+int sl_ckpt_keyed_blocks_from_backend(sl_keyed_backend_t *kb, sl_ckpt_block_fn fn, void *c, char *err,
+                                      size_t errlen);
+
+#endif
