@@ -176,9 +176,9 @@ int sl_plan_build(const sl_env_t *env, const char *job_name, sl_plan_t **out, sl
     if (env->restore_path) {
         char names[2000];
         if (sl_plan_derived_uids(p, names, sizeof names) > 0)
-            fprintf(stderr, "sluice: restoring job '%s': %s have no uid (sl_uid); their state is matched by a "
-                            "uid derived from their place in the graph, which changes when what is upstream of "
-                            "them changes\n",
+            fprintf(stderr, "sluice: restoring job '%s': operators without sl_uid, whose state is matched by a uid "
+                            "derived from their place in the graph (it changes when what is upstream of them "
+                            "changes): %s\n",
                     p->job_name, names);
     }
     *out = p;

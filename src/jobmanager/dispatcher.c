@@ -792,9 +792,9 @@ static int rest_savepoint(void *ud, const char *id, const sl_rest_savepoint_req_
     if (rc < 0) return rc;
     char names[2000];
     if (sl_plan_derived_uids(sl_jm_plan(j->jm), names, sizeof names) > 0)
-        fprintf(stderr, "sluice: savepoint of job %s: %s have no uid (sl_uid); their state is kept under a uid "
-                        "derived from their place in the graph, which changes when what is upstream of them "
-                        "changes\n",
+        fprintf(stderr, "sluice: savepoint of job %s: operators without sl_uid, whose state is kept under a uid "
+                        "derived from their place in the graph (it changes when what is upstream of them "
+                        "changes): %s\n",
                 id, names);
     char t[33];
     dispatcher_operation_new(d, id, OP_SAVEPOINT, t);
