@@ -18,6 +18,7 @@
  * Environment: SLUICE_RAND_SEED=s changes the base seed.
  */
 #include <fcntl.h>
+#include <jansson.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -354,8 +355,51 @@ TEST(help_config_lists_the_keys) {
     CHECK_STR(res.err, "sluice: --help-config takes no value, got 'x'\n");
 }
 
+/* `sluice info JOB args` prints the plan of the job it builds (Flink's
+ * execution-plan JSON): the cluster test job's three operators with their
+ * uids, parallelism and how each is fed, and nothing runs. */
+TEST(info_prints_the_plan) {
+    char o[700], c[700];
+    snprintf(o, sizeof o, "%s/info-out", sl_test_tmpdir());
+    snprintf(c, sizeof c, "%s/info-ck", sl_test_tmpdir());
+    const char *args[] = {"info", SLUICE_CLUSTER_JOB, o, c, "1000", "--p=3", NULL};
+    run_t res;
+    run(&res, args);
+    CHECK_EQ(res.code, 0);
+    const char *a = strstr(res.out, "Execution Plan -----------------------\n"), *b = a ? strstr(a, "\n---") : NULL;
+    CHECK(a && b);
+    if (!a || !b) return;
+    a = strchr(a, '\n') + 1;
+    json_t *j = json_loadb(a, (size_t)(b - a), 0, NULL);
+    json_t *nodes = json_object_get(j, "nodes");
+    CHECK(json_is_array(nodes) && json_array_size(nodes) == 3);
+    int hash = 0, sources = 0;
+    for (size_t i = 0; i < json_array_size(nodes); i++) {
+        json_t *n = json_array_get(nodes, i);
+        CHECK_EQ(json_integer_value(json_object_get(n, "parallelism")), 3);
+        CHECK(json_is_string(json_object_get(n, "uid")));
+        sources += !strcmp(json_string_value(json_object_get(n, "pact")), "Data Source");
+        json_t *pred = json_object_get(n, "predecessors");
+        for (size_t k = 0; k < json_array_size(pred); k++)
+            hash += !strcmp(json_string_value(json_object_get(json_array_get(pred, k), "ship_strategy")), "HASH");
+    }
+    json_decref(j);
+    CHECK_EQ(sources, 1);
+    CHECK_EQ(hash, 1); /* the window is fed by key */
+    CHECK_CONTAINS(res.out, "3 operators in 3 tasks, 9 subtasks");
+    CHECK(access(o, F_OK) != 0); /* nothing ran */
+    const char *bad[] = {"info", "no-such-job", NULL};
+    run(&res, bad);
+    CHECK_EQ(res.code, 1);
+    CHECK_CONTAINS(res.err, "no-such-job");
+    const char *none[] = {"info", NULL};
+    run(&res, none);
+    CHECK_EQ(res.code, 2);
+}
+
 int main(void) {
     RUN(integer_options_random);
+    RUN(info_prints_the_plan);
     RUN(help_config_lists_the_keys);
     RUN(number_options);
     RUN(valid_values_are_used);

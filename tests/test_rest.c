@@ -830,7 +830,7 @@ TEST(methods_and_paths) {
         {"GET", "/jars/x", 405, "DELETE"},     {"DELETE", "/jobs/abc", 405, "GET, PATCH"},
         {"POST", "/config", 405, "GET"},       {"GET", "/foo", 404, NULL},
         {"GET", "/jobs/a/b", 404, NULL},       {"GET", "/jars/x/run/y", 404, NULL},
-        {"GET", "/", 404, NULL},               {"GET", "//jobs", 404, NULL},
+        {"GET", "/web/nope.js", 404, NULL},    {"GET", "//jobs", 404, NULL},
         {"GET", "/jobs/", 404, NULL},          {"GET", "/v2/jobs", 404, NULL},
         {"GET", "/jobs/overview/x", 404, NULL}, {"GET", "/overview?x=1", 200, NULL},
     };

@@ -9,6 +9,7 @@
  *   sluice savepoint [-m host:port] JOBID [DIR] [-t canonical]   (prints the savepoint's path)
  *   sluice savepoint -d PATH                                     (--dispose: deletes a savepoint)
  *   sluice stop [-m host:port] [-p DIR] [-d] JOBID               (stop with a savepoint; -d drains)
+ *   sluice info [-c NAME] JOB [args...]                          (the plan, built locally: info.c)
  *
  * Each also takes --config FILE and -D key=value (as the embedded `sluice
  * run` does); without -m the JobManager is rest.address (when the
@@ -37,5 +38,8 @@ int sl_cli_list(int argc, char **argv);
 int sl_cli_cancel(int argc, char **argv);
 int sl_cli_savepoint(int argc, char **argv);
 int sl_cli_stop(int argc, char **argv);
+/* `sluice info [-c NAME] JOB [args...]` (info.c): the job's plan, built
+ * locally, not run. */
+int sl_cli_info(int argc, char **argv);
 
 #endif

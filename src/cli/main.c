@@ -74,6 +74,7 @@ static void usage(FILE *f) {
             "  sluice savepoint [-m host:port] JOBID [DIR]                take a savepoint, print its path\n"
             "  sluice savepoint -d PATH                                   dispose of a savepoint\n"
             "  sluice stop [-m host:port] [-p DIR] [-d] JOBID             stop with a savepoint (-d: drain)\n"
+            "  sluice info [-c NAME] JOB [args...]                        the job's plan, not run\n"
             "state (README, \"Reading state\"):\n"
             "  sluice state read PATH --uid UID [--state NAME] [--bytes auto|utf8|hex|base64]\n"
             "                           an operator's keyed state in a checkpoint, as JSON lines\n");
@@ -189,6 +190,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "cancel")) return sl_cli_cancel(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "savepoint")) return sl_cli_savepoint(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "stop")) return sl_cli_stop(argc - 2, argv + 2);
+    if (argc > 1 && !strcmp(argv[1], "info")) return sl_cli_info(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "state")) return sl_state_cli_main(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "run") && sl_cli_run_is_remote(argc - 2, argv + 2))
         return sl_cli_run(argc - 2, argv + 2);

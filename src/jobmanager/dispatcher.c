@@ -365,6 +365,28 @@ static djob_t *job_by_id(sl_dispatcher_t *d, const char *id) {
 
 /* ---- REST provider (libmicrohttpd's thread) ---- */
 
+/* The plan's edges between vertices (the non-chained ones), as each
+ * vertex's inputs: the REST "plan" of GET /jobs/:jobid. */
+static int vertex_of_node(const sl_plan_t *p, int node) {
+    for (int v = 0; v < p->nvertices; v++)
+        for (int k = 0; k < p->vertices[v].nnodes; k++)
+            if (p->vertices[v].nodes[k] == node) return v;
+    return -1;
+}
+
+static void fill_plan_inputs(const sl_plan_t *p, sl_rest_vertex_t *vs) {
+    for (int e = 0; e < p->nedges; e++) {
+        const sl_plan_edge_t *pe = &p->edges[e];
+        if (pe->chained) continue;
+        int a = vertex_of_node(p, pe->src), b = vertex_of_node(p, pe->dst);
+        if (a < 0 || b < 0 || a == b || vs[b].ninputs == SL_REST_MAX_INPUTS) continue;
+        vs[b].inputs[vs[b].ninputs].vertex = a;
+        snprintf(vs[b].inputs[vs[b].ninputs].ship_strategy, sizeof vs[b].inputs[0].ship_strategy, "%s",
+                 sl_plan_part_name(pe->part));
+        vs[b].ninputs++;
+    }
+}
+
 static void fill_job(djob_t *j, sl_rest_job_t *o, bool vertices) {
     memset(o, 0, sizeof *o);
     snprintf(o->id, sizeof o->id, "%s", j->id);
@@ -390,6 +412,7 @@ static void fill_job(djob_t *j, sl_rest_job_t *o, bool vertices) {
         snprintf(rv->status, sizeof rv->status, "%s",
                  !strcmp(st, "RESTARTING") ? "CANCELED" : !strcmp(st, "CREATED") ? "CREATED" : st);
     }
+    fill_plan_inputs(p, o->vertices);
 }
 
 static int rest_overview(void *ud, sl_rest_overview_t *o, char *err, size_t errlen) {

@@ -34,6 +34,7 @@
 
 #include "common/common.h"
 #include "jobmanager/rest_shapes.h"
+#include "jobmanager/web_assets.h"
 
 #define MAX_JSON_BODY (1 << 20) /* a run request's JSON */
 #define MAX_NAME 100            /* sanitized client file name */
@@ -538,6 +539,26 @@ static enum MHD_Result h_job(sl_rest_t *r, struct MHD_Connection *c, const char 
         json_t *cnt = json_object_get(counts, v->status);
         json_object_set_new(counts, v->status, json_integer(cnt ? json_integer_value(cnt) + 1 : 1));
     }
+    /* Flink's "plan": the vertices with the edges into them. */
+    json_t *nodes = json_array();
+    for (int i = 0; i < j.nvertices; i++) {
+        sl_rest_vertex_t *v = &j.vertices[i];
+        json_t *ins = json_array();
+        for (int k = 0; k < v->ninputs && k < SL_REST_MAX_INPUTS; k++) {
+            int from = v->inputs[k].vertex;
+            if (from < 0 || from >= j.nvertices) continue;
+            v->inputs[k].ship_strategy[sizeof v->inputs[k].ship_strategy - 1] = 0;
+            json_array_append_new(ins, json_pack("{s:i, s:s, s:s, s:s}", "num", k, "id", j.vertices[from].id,
+                                                 "ship_strategy", v->inputs[k].ship_strategy, "exchange",
+                                                 "pipelined_bounded"));
+        }
+        json_t *n = json_pack("{s:s, s:i, s:s, s:s, s:s, s:o, s:{}}", "id", v->id, "parallelism", v->parallelism,
+                              "operator", "", "operator_strategy", "", "description", v->name, "inputs", ins,
+                              "optimizer_properties");
+        if (n) json_array_append_new(nodes, n);
+    }
+    json_object_set_new(o, "plan", json_pack("{s:s, s:s, s:s, s:o}", "jid", j.id, "name", j.name, "type",
+                                             "STREAMING", "nodes", nodes));
     free(j.vertices);
     json_object_set_new(o, "vertices", vs);
     json_object_set_new(o, "status-counts", counts);
@@ -948,6 +969,40 @@ static bool authorized(sl_rest_t *r, struct MHD_Connection *c) {
     return diff == 0;
 }
 
+/* ---- the web UI (web_assets.h) ------------------------------------------- */
+
+/* The embedded file url names ("/" is index.html, "/web/<name>" a file
+ * by its exact name), or NULL: the name is only compared with the table's. */
+static const sl_web_asset_t *web_asset(const char *url) {
+    const char *name;
+    if (!strcmp(url, "/")) name = "index.html";
+    else if (!strncmp(url, "/web/", 5)) name = url + 5;
+    else return NULL;
+    for (int i = 0; i < sl_web_nassets; i++)
+        if (!strcmp(sl_web_assets[i].name, name)) return &sl_web_assets[i];
+    return NULL;
+}
+
+static enum MHD_Result send_asset(struct MHD_Connection *c, const sl_web_asset_t *a) {
+    const char *inm = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_IF_NONE_MATCH);
+    bool fresh = inm && !strcmp(inm, a->etag);
+    struct MHD_Response *r = fresh ? MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT)
+                                   : MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    if (!fresh) MHD_add_response_header(r, "Content-Type", a->content_type);
+    /* not fingerprinted names: revalidate every time (cheap with the ETag) */
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "ETag", a->etag);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "X-Frame-Options", "DENY");
+    MHD_add_response_header(r, "Content-Security-Policy",
+                            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                            "connect-src 'self'; frame-ancestors 'none'");
+    enum MHD_Result ret = MHD_queue_response(c, fresh ? MHD_HTTP_NOT_MODIFIED : MHD_HTTP_OK, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 /* Called once with the headers, once per piece of body, once at the end. */
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                       const char *version, const char *upload_data, size_t *upload_data_size,
@@ -960,6 +1015,14 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
         q->fd = -1;
         *con_cls = q;
         char b[128];
+        /* The UI's files: before authentication (the page asks for the
+         * token), after the REST paths (which never look like these). */
+        const sl_web_asset_t *wa = NULL;
+        if ((!strcmp(method, "GET") || !strcmp(method, "HEAD")) &&
+            route_of(url, q->id, sizeof q->id, &q->id2, &q->id3) == R_NONE && (wa = web_asset(url))) {
+            q->answered = true;
+            return send_asset(c, wa);
+        }
         if (!authorized(r, c)) {
             q->answered = true;
             return send_errorf(c, MHD_HTTP_UNAUTHORIZED, "Unauthorized: a valid 'Authorization: Bearer <token>' "

@@ -34,6 +34,17 @@
  * component (400 otherwise); bodies name the field that is wrong (400).
  * A job without checkpointing answers the checkpoint statistics paths
  * with 404, as Flink does.
+ * GET /jobs/:jobid also carries Flink's "plan": {"jid","name","type",
+ * "nodes":[{"id","parallelism","description","operator","inputs":[{"num",
+ * "id","ship_strategy","exchange"}]}]}, one node per vertex, in the vertices' order.
+ *
+ * The web UI (web/, embedded at build time into web_assets.c, see
+ * web_assets.h): GET / is web/index.html, GET /web/<file> one of the
+ * embedded files, looked up by exact name in the embedded table (never a
+ * file the client names), with its Content-Type, Cache-Control: no-cache
+ * and an ETag (If-None-Match -> 304).  REST paths take precedence; the
+ * UI's files need no token (the page asks for it and sends it as a
+ * Bearer header on its REST calls).
  * Every path may also be written with Flink's "/v1" prefix.  Errors are
  * Flink's {"errors":["..."]} with 400, 401, 404, 405, 409, 413 or 500.
  *
@@ -68,6 +79,7 @@
 #define SL_REST_DEFAULT_PORT 8081
 #define SL_REST_DEFAULT_MAX_UPLOAD (256ll * 1024 * 1024)
 #define SL_REST_BUILTIN_JAR "builtin"
+#define SL_REST_MAX_INPUTS 8 /* plan edges kept per vertex */
 
 typedef struct sl_rest sl_rest_t;
 
@@ -95,6 +107,11 @@ typedef struct sl_rest_vertex {
     int parallelism;
     int max_parallelism;      /* 0 = not known (left out) */
     char status[24];
+    /* The job plan's edges into this vertex (GET /jobs/:jobid "plan"):
+     * the index of the vertex each comes from (in the job's vertex order)
+     * and its ship strategy ("HASH", "REBALANCE", "FORWARD"...). */
+    int ninputs;
+    struct { int vertex; char ship_strategy[16]; } inputs[SL_REST_MAX_INPUTS];
 } sl_rest_vertex_t;
 
 typedef struct sl_rest_job {

@@ -419,3 +419,31 @@ int sl_plan_derived_uids(const sl_plan_t *p, char *buf, size_t cap) {
     }
     return n;
 }
+
+void sl_plan_flink_json(const sl_plan_t *p, sl_buf_t *out) {
+    static const char *const pact[] = {"Data Source", "Operator", "Data Sink"};
+    static const char *const ship[] = {"", "FORWARD", "REBALANCE", "RESCALE", "BROADCAST", "HASH"};
+    json_t *nodes = json_array();
+    for (int i = 0; i < p->nnodes; i++) {
+        const sl_plan_node_t *n = &p->nodes[i];
+        json_t *pred = json_array();
+        for (int e = 0; e < p->nedges; e++) {
+            const sl_plan_edge_t *ed = &p->edges[e];
+            if (ed->dst != n->id) continue;
+            json_t *x = json_pack("{s:i, s:s, s:s}", "id", ed->src, "ship_strategy",
+                                  ed->part >= 1 && ed->part <= 5 ? ship[ed->part] : "UNKNOWN", "side",
+                                  ed->dst_input ? "second" : "first");
+            json_array_append_new(pred, x);
+        }
+        int k = n->kind >= 0 && n->kind <= 2 ? n->kind : 1;
+        json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:i, s:s, s:o}", "id", n->id, "type", n->name ? n->name : "",
+                              "pact", pact[k], "contents", n->name ? n->name : "", "parallelism", n->parallelism, "uid",
+                              n->uid ? n->uid : "", "predecessors", pred);
+        if (o) json_array_append_new(nodes, o);
+    }
+    json_t *root = json_pack("{s:o}", "nodes", nodes);
+    char *txt = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (txt) sl_buf_append(out, txt, strlen(txt));
+    free(txt);
+    json_decref(root);
+}

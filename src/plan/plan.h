@@ -134,4 +134,11 @@ const char *sl_plan_part_name(int part);
  * how many (savepoints and restores warn about them). */
 int sl_plan_derived_uids(const sl_plan_t *p, char *buf, size_t cap);
 
+/* The plan as Flink's `flink info` prints it (the stream graph's JSON):
+ * {"nodes":[{"id","type","pact","contents","parallelism",
+ * "predecessors":[{"id","ship_strategy","side"}]}]}, nodes in id order,
+ * pact "Data Source" / "Operator" / "Data Sink", ship_strategy FORWARD,
+ * REBALANCE, RESCALE, BROADCAST or HASH.  Appended to out (no NUL). */
+void sl_plan_flink_json(const sl_plan_t *p, sl_buf_t *out);
+
 #endif
