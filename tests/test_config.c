@@ -61,7 +61,9 @@ static const char *ALL_FLAT =
     "heartbeat.interval: 1 s\n"
     "heartbeat.timeout: 30 s\n"
     "taskmanager.network.memory.buffers-per-channel: 8\n"
-    "taskmanager.memory.segment-size: 64 kb\n";
+    "taskmanager.memory.segment-size: 64 kb\n"
+    "metrics.reporter.prom.enabled: true\n"
+    "metrics.reporter.prom.port: 9250-9260\n";
 
 /* The same, nested (Flink 2.x's standard YAML form). */
 static const char *ALL_NESTED =
@@ -144,7 +146,12 @@ static const char *ALL_NESTED =
     "    secret: s3cret\n"
     "heartbeat:\n"
     "  interval: 1 s\n"
-    "  timeout: 30 s\n";
+    "  timeout: 30 s\n"
+    "metrics:\n"
+    "  reporter:\n"
+    "    prom:\n"
+    "      enabled: true\n"
+    "      port: 9250-9260\n";
 
 /* The same again, mixing flat keys, partly dotted groups and flow style. */
 static const char *ALL_MIXED =
@@ -186,7 +193,8 @@ static const char *ALL_MIXED =
     "slot.request.timeout: 1 min\n"
     "cluster.evenly-spread-out-slots: true\n"
     "security.internal: {secret: s3cret}\n"
-    "heartbeat: {interval: 1 s, timeout: 30 s}\n";
+    "heartbeat: {interval: 1 s, timeout: 30 s}\n"
+    "metrics.reporter: {prom: {enabled: true, port: 9250-9260}}\n";
 
 static const char *write_file(const char *name, const char *text) {
     static char path[1024];
@@ -244,6 +252,8 @@ TEST(defaults_every_key) {
     CHECK_EQ(c.jobmanager_port, 6123);
     CHECK_EQ(c.rest_port, 8081);
     CHECK_EQ(c.heartbeat_interval_ms, 2000);
+    CHECK(!c.prom_enabled);
+    CHECK_STR(c.prom_port, "9249");
     CHECK_EQ(c.heartbeat_timeout_ms, 10000);
     CHECK_EQ(c.buffers_per_channel, 4);
     CHECK_EQ(c.segment_size, 32 * 1024);
@@ -441,6 +451,8 @@ TEST(flat_nested_mixed_equal) {
     CHECK_DBL(mixed.exp_backoff_multiplier, 1.4);
     CHECK_EQ(mixed.segment_size, 65536);
     CHECK_EQ(nested.heartbeat_timeout_ms, 30000);
+    CHECK(mixed.prom_enabled && nested.prom_enabled);
+    CHECK_STR(mixed.prom_port, "9250-9260");
 
     /* ALL_FLAT really sets every key: in the dumps of the defaults and of
      * ALL_FLAT, no key line is the same. */
@@ -472,7 +484,7 @@ TEST(flat_nested_mixed_equal) {
         CHECK(cmt && cmt < eol); /* and says where it came from */
         CHECK(strncmp(in_flat + 1, line, strlen(line)) != 0);
     }
-    CHECK_EQ(keys, 51);
+    CHECK_EQ(keys, 53);
     sl_buf_free(&a);
     sl_buf_free(&b);
 
@@ -847,7 +859,7 @@ TEST(help_lists_every_key) {
     CHECK_CONTAINS(t, "allowed: one of EXACTLY_ONCE, AT_LEAST_ONCE (any case)\n");
     int keys = 0;
     for (const char *p = t; (p = strstr(p, "\n    allowed: ")); p++) keys++;
-    CHECK_EQ(keys, 51);
+    CHECK_EQ(keys, 53);
     sl_buf_free(&h);
 }
 

@@ -287,6 +287,37 @@ static sl_msg_t *rmsg(int type) {
         m->u.notify.checkpoint_id = 1 + (int64_t)below(1000000);
         m->u.notify.reason = rstr(0, 40);
         break;
+    case SL_MSG_METRICS: {
+        sl_msg_metrics_t *x = &m->u.metrics;
+        x->job_id = rstr(1, 30);
+        x->attempt = rnonneg32();
+        x->tm_id = rstr(1, 20);
+        x->time_ns = rnonneg64();
+        x->nsubtasks = rcount(g_max);
+        x->subtasks = x->nsubtasks ? sl_calloc((size_t)x->nsubtasks, sizeof *x->subtasks) : NULL;
+        for (int i = 0; i < x->nsubtasks; i++) {
+            sl_msg_subtask_metrics_t *st = &x->subtasks[i];
+            st->task = rref();
+            st->time_ns = rnonneg64();
+            st->busy_ns = rnonneg64();
+            st->idle_ns = rnonneg64();
+            st->backpressured_ns = rnonneg64();
+            st->nops = rcount(g_max);
+            st->ops = st->nops ? sl_calloc((size_t)st->nops, sizeof *st->ops) : NULL;
+            for (int k = 0; k < st->nops; k++) {
+                sl_msg_op_metrics_t *o = &st->ops[k];
+                o->node = rnonneg32();
+                o->records_in = rnonneg64();
+                o->records_out = rnonneg64();
+                o->records_skipped = rnonneg64();
+                o->in_watermark = coin(4) ? INT64_MIN : (int64_t)rnd(); /* any value, negative too */
+                o->out_watermark = coin(4) ? INT64_MAX : (int64_t)rnd();
+                o->late_dropped = rnonneg64();
+            }
+        }
+        if (x->nsubtasks) distinct_indexes(&x->subtasks[0].task, sizeof *x->subtasks, x->nsubtasks);
+        break;
+    }
     }
     return m;
 }
@@ -477,6 +508,34 @@ static bool msg_equal(const sl_msg_t *a, const sl_msg_t *b) {
         SAME_STR(x->reason, y->reason, "reason");
         return true;
     }
+    case SL_MSG_METRICS: {
+        const sl_msg_metrics_t *x = &a->u.metrics, *y = &b->u.metrics;
+        SAME_STR(x->job_id, y->job_id, "job_id");
+        SAME(x->attempt, y->attempt, "attempt");
+        SAME_STR(x->tm_id, y->tm_id, "tm_id");
+        SAME(x->time_ns, y->time_ns, "time_ns");
+        SAME(x->nsubtasks, y->nsubtasks, "nsubtasks");
+        for (int i = 0; i < x->nsubtasks; i++) {
+            const sl_msg_subtask_metrics_t *p = &x->subtasks[i], *q = &y->subtasks[i];
+            if (!same_ref(&p->task, &q->task)) return diff("subtask task");
+            SAME(p->time_ns, q->time_ns, "subtask time_ns");
+            SAME(p->busy_ns, q->busy_ns, "busy_ns");
+            SAME(p->idle_ns, q->idle_ns, "idle_ns");
+            SAME(p->backpressured_ns, q->backpressured_ns, "backpressured_ns");
+            SAME(p->nops, q->nops, "subtask nops");
+            for (int k = 0; k < p->nops; k++) {
+                const sl_msg_op_metrics_t *u = &p->ops[k], *v = &q->ops[k];
+                SAME(u->node, v->node, "op node");
+                SAME(u->records_in, v->records_in, "op records_in");
+                SAME(u->records_out, v->records_out, "op records_out");
+                SAME(u->records_skipped, v->records_skipped, "op records_skipped");
+                SAME(u->in_watermark, v->in_watermark, "op in_watermark");
+                SAME(u->out_watermark, v->out_watermark, "op out_watermark");
+                SAME(u->late_dropped, v->late_dropped, "op late_dropped");
+            }
+        }
+        return true;
+    }
     default: return diff("unknown type");
     }
 }
@@ -544,7 +603,7 @@ static bool accepted(const sl_msg_t *m) {
 
 TEST(names) {
     const char *names[] = {NULL,   "REGISTER", "REGISTERED", "HEARTBEAT", "DEPLOY",  "CANCEL",
-                           "TASK_STATE", "TRIGGER",  "ACK",        "DECLINE",   "COMPLETE", "ABORTED"};
+                           "TASK_STATE", "TRIGGER",  "ACK",        "DECLINE",   "COMPLETE", "ABORTED", "METRICS"};
     for (int t = 1; t <= SL_MSG_TYPE_MAX; t++) CHECK_STR(sl_msg_type_name(t), names[t]);
     CHECK_STR(sl_msg_type_name(0), "unknown");
     CHECK_STR(sl_msg_type_name(SL_MSG_TYPE_MAX + 1), "unknown");
@@ -711,7 +770,7 @@ TEST(header_refusals) {
         {4, 2, 65535, "version 65535 is newer"},
         {4, 2, 0, "version 0 is not a protocol version"},
         {6, 2, 0, "unknown message type 0"},
-        {6, 2, SL_MSG_TYPE_MAX + 1, "unknown message type 12"},
+        {6, 2, SL_MSG_TYPE_MAX + 1, "unknown message type 13"},
         {6, 2, 65535, "unknown message type 65535"},
         {8, 4, SL_MSG_MAX_FRAME - SL_MSG_HEADER + 1, "DEPLOY: a frame of 16777217 bytes is over the maximum of 16777216"},
         {8, 4, UINT32_MAX, "is over the maximum"},
@@ -817,7 +876,7 @@ TEST(encode_refusals) {
     sl_msg_destroy(m);
     m = sl_msg_new(SL_MSG_TYPE_MAX + 1);
     CHECK_EQ(sl_msg_encode(m, &b, err, sizeof err), SL_EINVAL);
-    CHECK_CONTAINS(err, "unknown message type 12");
+    CHECK_CONTAINS(err, "unknown message type 13");
     CHECK_EQ(b.len, 0);
     sl_msg_destroy(m);
     sl_buf_free(&b);
@@ -1180,6 +1239,7 @@ TEST(validation) {
         case SL_MSG_TRIGGER: field = &m->u.trigger.job_id, name = "job_id"; break;
         case SL_MSG_ACK: field = &m->u.ack.job_id, name = "job_id"; break;
         case SL_MSG_DECLINE: field = &m->u.decline.job_id, name = "job_id"; break;
+        case SL_MSG_METRICS: field = &m->u.metrics.job_id, name = "job_id"; break;
         default: field = &m->u.notify.job_id, name = "job_id"; break;
         }
         CHECK(accepted(m));
@@ -1190,6 +1250,33 @@ TEST(validation) {
         CHECK(refused(m, expect));
         sl_msg_destroy(m);
     }
+
+    /* METRICS: the TaskManager is named; cumulative figures are never
+     * negative; each subtask once; watermarks may be anything */
+    g_max = 3;
+    do {
+        m = rmsg(SL_MSG_METRICS);
+        if (m->u.metrics.nsubtasks >= 2 && m->u.metrics.subtasks[0].nops >= 1) break;
+        sl_msg_destroy(m);
+    } while (1);
+    CHECK(accepted(m));
+    sl_free(m->u.metrics.tm_id);
+    m->u.metrics.tm_id = sl_strdup("");
+    CHECK(refused(m, "METRICS: tm_id is empty"));
+    sl_free(m->u.metrics.tm_id);
+    m->u.metrics.tm_id = sl_strdup("tm-1");
+    m->u.metrics.subtasks[1].busy_ns = -1;
+    CHECK(refused(m, "subtasks[1].busy_ns -1 is negative"));
+    m->u.metrics.subtasks[1].busy_ns = 5;
+    m->u.metrics.subtasks[0].ops[0].late_dropped = -2;
+    CHECK(refused(m, "subtasks[0].ops[0].late_dropped -2 is negative"));
+    m->u.metrics.subtasks[0].ops[0].late_dropped = 0;
+    m->u.metrics.subtasks[0].ops[0].in_watermark = INT64_MIN;
+    m->u.metrics.subtasks[0].ops[0].out_watermark = -5;
+    CHECK(accepted(m));
+    m->u.metrics.subtasks[1].task.index = m->u.metrics.subtasks[0].task.index;
+    CHECK(refused(m, "subtasks: task index"));
+    sl_msg_destroy(m);
 
     /* other per-type rules */
     m = sl_msg_new(SL_MSG_REGISTERED);

@@ -406,6 +406,7 @@ int sl_env_execute(sl_env_t *env, const char *job_name) {
         env->err_rc = rc;
         return rc;
     }
+    if (env->metrics_fn) sl_local_job_set_metrics_listener(job, env->metrics_fn, env->metrics_ctx);
     pthread_mutex_lock(&env->run_mu);
     env->running = job;
     bool cancel = atomic_load(&env->cancel_requested);

@@ -12,6 +12,7 @@
 #include "checkpoint/ckpt_stats.h"
 #include "graph/stream_graph.h"
 #include "plan/restart_config.h"
+#include "sluice/metrics.h"
 
 typedef struct sl_owned {
     void *p;
@@ -68,6 +69,9 @@ struct sl_env {
     pthread_mutex_t run_mu;
     struct sl_local_job *running;  /* the job being executed (embedded mode) */
     atomic_bool cancel_requested;
+    /* sl_env_set_metrics_listener (metrics_api.c) */
+    sl_metrics_listener_fn metrics_fn;
+    void *metrics_ctx;
 };
 
 /* The job's directory name under the checkpoint directory. */

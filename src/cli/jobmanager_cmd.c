@@ -48,7 +48,8 @@ int sl_cli_jobmanager(int argc, char **argv) {
                                  .heartbeat_timeout_ms = cfg.heartbeat_timeout_ms,
                                  .slot_request_timeout_ms = cfg.slot_request_timeout_ms,
                                  .evenly_spread_out_slots = cfg.evenly_spread_out_slots,
-                                 .compile = compile};
+                                 .compile = compile,
+                                 .prom_port = cfg.prom_enabled ? cfg.prom_port : NULL};
     sl_dispatcher_t *d = NULL;
     char err[1024];
     if (sl_dispatcher_new(&dc, &d, err, sizeof err) < 0) {
@@ -59,6 +60,8 @@ int sl_cli_jobmanager(int argc, char **argv) {
     fprintf(stderr, "sluice jobmanager: RPC at %s:%d, REST at http://%s:%d (heartbeat %lld ms, timeout %lld ms)\n",
             dc.rpc_host, sl_dispatcher_rpc_port(d), dc.rest_host, sl_dispatcher_rest_port(d),
             (long long)cfg.heartbeat_interval_ms, (long long)cfg.heartbeat_timeout_ms);
+    if (sl_dispatcher_prom_port(d) > 0)
+        fprintf(stderr, "sluice jobmanager: Prometheus metrics at http://0.0.0.0:%d/metrics\n", sl_dispatcher_prom_port(d));
     sl_cli_wait_for_signal();
     fprintf(stderr, "sluice jobmanager: stopping\n");
     sl_dispatcher_destroy(d);

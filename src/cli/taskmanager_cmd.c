@@ -67,7 +67,8 @@ int sl_cli_taskmanager(int argc, char **argv) {
                                  .heartbeat_interval_ms = cfg.heartbeat_interval_ms,
                                  .heartbeat_timeout_ms = cfg.heartbeat_timeout_ms,
                                  .resolve = resolve,
-                                 .resolve_ctx = &r};
+                                 .resolve_ctx = &r,
+                                 .prom_port = cfg.prom_enabled ? cfg.prom_port : NULL};
     sl_tm_process_t *p = NULL;
     char err[1024];
     if (sl_tm_process_new(&tc, &p, err, sizeof err) < 0) {
@@ -77,6 +78,9 @@ int sl_cli_taskmanager(int argc, char **argv) {
     }
     fprintf(stderr, "sluice taskmanager %s: %d slot%s, data port %s:%d, JobManager at %s:%d\n", id ? id : "",
             tc.slots, tc.slots == 1 ? "" : "s", tc.host, sl_tm_process_data_port(p), tc.jm_host, tc.jm_port);
+    if (sl_tm_process_prom_port(p) > 0)
+        fprintf(stderr, "sluice taskmanager %s: Prometheus metrics at http://0.0.0.0:%d/metrics\n", id ? id : "",
+                sl_tm_process_prom_port(p));
     sl_cli_wait_for_signal();
     sl_tm_process_destroy(p);
     for (int i = 0; i < r.n; i++) {

@@ -218,6 +218,15 @@ static const cfg_key_t KEYS[] = {
      * sluice's buffer sizes are ints, hence the 1 gb cap. */
     KMEM("taskmanager.memory.segment-size", segment_size, "32 kb", 4 * KB, KB * KB * KB, .flags = F_POW2,
          .help = "Size of a network buffer."),
+
+    /* metrics: Flink's Prometheus reporter is switched on by naming its
+     * factory class; sluice has one reporter and a switch, off by default
+     * so that processes on one host (and parallel tests) do not compete
+     * for the port unless asked to. */
+    KBOOL("metrics.reporter.prom.enabled", prom_enabled, "false",
+          .help = "Serve GET /metrics in Prometheus's text format from every JobManager and TaskManager process."),
+    KSTR("metrics.reporter.prom.port", prom_port, "9249",
+         .help = "Port, or range \"9249-9260\" (each process takes the first free one), of the Prometheus endpoint."),
 };
 
 #define NKEYS ((int)SL_ARRAY_LEN(KEYS))

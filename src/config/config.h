@@ -161,6 +161,10 @@ struct sl_config {
     int buffers_per_channel;             /* taskmanager.network.memory.buffers-per-channel */
     int64_t segment_size;                /* taskmanager.memory.segment-size (bytes) */
 
+    /* metrics */
+    bool prom_enabled;                   /* metrics.reporter.prom.enabled */
+    char *prom_port;                     /* metrics.reporter.prom.port: "9249" or "9249-9260" */
+
     /* Where each key got its value, indexed like the key table: "file:line",
      * "-D", or NULL for the default.  Used in messages and sl_config_format. */
     char **where;

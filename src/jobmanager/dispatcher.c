@@ -12,7 +12,9 @@
 
 #include "common/common.h"
 #include "jobmanager/job_master.h"
+#include "jobmanager/job_metrics.h"
 #include "jobmanager/rest.h"
+#include "metrics/prom.h"
 #include "protocol/messages.h"
 #include "protocol/rpc.h"
 
@@ -61,6 +63,7 @@ struct sl_dispatcher {
     char *secret;
     sl_rpc_t *rpc;
     sl_rest_t *rest;
+    sl_prom_server_t *prom;
     sl_rpc_timer_t *timer;
     pthread_mutex_t mu;
     dtm_t *tms[MAX_TMS];         /* never freed before the dispatcher: job masters hold them as gateways */
@@ -225,6 +228,7 @@ static void rpc_on_message(void *ctx, sl_rpc_conn_t *conn, const uint8_t *bytes,
     case SL_MSG_TASK_STATE: job = m->u.task_state.job_id; break;
     case SL_MSG_ACK: job = m->u.ack.job_id; break;
     case SL_MSG_DECLINE: job = m->u.decline.job_id; break;
+    case SL_MSG_METRICS: job = m->u.metrics.job_id; break;
     default:
         fprintf(stderr, "sluice jobmanager: ignored a %s message from %s\n", sl_msg_type_name(m->type), where);
         break;
@@ -391,8 +395,10 @@ static void fill_job(djob_t *j, sl_rest_job_t *o, bool vertices) {
     memset(o, 0, sizeof *o);
     snprintf(o->id, sizeof o->id, "%s", j->id);
     snprintf(o->name, sizeof o->name, "%s", sl_jm_job_name(j->jm));
-    const char *st = sl_jm_status(j->jm, NULL);
+    int attempt = 0;
+    const char *st = sl_jm_status(j->jm, &attempt);
     snprintf(o->state, sizeof o->state, "%s", st);
+    o->num_restarts = attempt > 0 ? attempt : 0;
     o->start_time = j->start_ms;
     o->end_time = j->done ? j->end_ms : -1;
     o->duration = -1;
@@ -459,6 +465,64 @@ static int rest_job_detail(void *ud, const char *id, sl_rest_job_t *out, char *e
     if (j) fill_job(j, out, true);
     pthread_mutex_unlock(&d->mu);
     return j ? 0 : sl_errf(err, errlen, SL_ENOTFOUND, "Job %s not found", id);
+}
+
+/* The live metrics of vertex vid of job id (vertex ids as fill_job writes them). */
+static int rest_vertex_metrics(void *ud, const char *id, const char *vid, sl_rest_vertex_metrics_t *out, char *err,
+                               size_t errlen) {
+    sl_dispatcher_t *d = ud;
+    pthread_mutex_lock(&d->mu);
+    djob_t *j = job_by_id(d, id);
+    sl_rest_job_t jo;
+    int v = -1;
+    if (j) {
+        fill_job(j, &jo, true);
+        for (int i = 0; i < jo.nvertices && v < 0; i++)
+            if (!strcmp(jo.vertices[i].id, vid)) v = i;
+        if (v >= 0) out->vertex = jo.vertices[v];
+        free(jo.vertices);
+    }
+    if (!j || v < 0) {
+        pthread_mutex_unlock(&d->mu);
+        return j ? sl_errf(err, errlen, SL_ENOTFOUND, "Vertex %s of job %s not found", vid, id)
+                 : sl_errf(err, errlen, SL_ENOTFOUND, "Job %s not found", id);
+    }
+    const sl_plan_t *p = sl_jm_plan(j->jm);
+    int attempt = 0;
+    sl_jm_status(j->jm, &attempt);
+    sl_job_metrics_t *live = sl_jm_live_metrics(j->jm);
+    int par = p->vertices[v].parallelism;
+    out->subtasks = calloc((size_t)(par ? par : 1), sizeof *out->subtasks);
+    for (int s = 0; s < par; s++) {
+        sl_rest_subtask_metrics_t *o = &out->subtasks[s];
+        sl_jm_subtask_metrics_t m;
+        snprintf(o->status, sizeof o->status, "%s", out->vertex.status);
+        o->attempt = attempt > 0 ? attempt : 0;
+        o->start_time = j->start_ms;
+        o->busy = o->backpressured = o->idle = -1;
+        if (!sl_job_metrics_subtask(live, p->first_task[v] + s, &m) || !m.reported) continue;
+        o->reported = true;
+        snprintf(o->tm_id, sizeof o->tm_id, "%s", m.tm_id);
+        o->busy = m.busy_ms_per_s;
+        o->backpressured = m.bp_ms_per_s;
+        o->idle = m.idle_ms_per_s;
+        o->busy_ms = m.busy_ns / 1000000;
+        o->backpressured_ms = m.backpressured_ns / 1000000;
+        o->idle_ms = m.idle_ns / 1000000;
+        o->nops = m.nops < SL_REST_MAX_CHAIN ? m.nops : SL_REST_MAX_CHAIN;
+        for (int k = 0; k < o->nops; k++) {
+            const sl_msg_op_metrics_t *x = &m.ops[k];
+            sl_rest_op_metrics_t *y = &o->ops[k];
+            snprintf(y->name, sizeof y->name, "%s", x->node >= 0 && x->node < p->nnodes ? p->nodes[x->node].name : "?");
+            y->records_in = x->records_in;
+            y->records_out = x->records_out;
+            y->in_watermark = x->in_watermark;
+            y->out_watermark = x->out_watermark;
+            y->late_dropped = x->late_dropped;
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    return 0;
 }
 
 static int rest_taskmanagers(void *ud, sl_rest_taskmanager_t **tms, int *ntms, char *err, size_t errlen) {
@@ -847,6 +911,65 @@ static int rest_operation(void *ud, const char *id, const char *tid, sl_rest_ope
     return o ? 0 : sl_errf(err, errlen, SL_ENOTFOUND, "Operation not found under key: %s", tid);
 }
 
+/* ---- Prometheus (its server's thread) ---- */
+
+/* The JobManager's metrics of every job (Flink's flink_jobmanager_job_*),
+ * labelled job_id (the REST API's) and job_name. */
+static void prom_render(void *ctx, sl_buf_t *out) {
+    sl_dispatcher_t *d = ctx;
+    enum { RESTARTS, UPTIME, LAST_DUR, LAST_SIZE, COMPLETED, FAILED, IN_PROGRESS, NF };
+    static const char *const names[NF] = {
+        "flink_jobmanager_job_numRestarts",
+        "flink_jobmanager_job_uptime",
+        "flink_jobmanager_job_lastCheckpointDuration",
+        "flink_jobmanager_job_lastCheckpointSize",
+        "flink_jobmanager_job_numberOfCompletedCheckpoints",
+        "flink_jobmanager_job_numberOfFailedCheckpoints",
+        "flink_jobmanager_job_numberOfInProgressCheckpoints",
+    };
+    pthread_mutex_lock(&d->mu);
+    int n = d->njobs;
+    sl_rest_job_t *jobs = calloc((size_t)(n ? n : 1), sizeof *jobs);
+    for (int i = 0; i < n; i++) fill_job(d->jobs[i], &jobs[i], false);
+    pthread_mutex_unlock(&d->mu);
+    double (*v)[NF] = calloc((size_t)(n ? n : 1), sizeof *v);
+    for (int i = 0; i < n; i++) {
+        v[i][RESTARTS] = jobs[i].num_restarts;
+        v[i][UPTIME] = jobs[i].end_time >= 0 ? -1 : (double)(sl_wall_ms() - jobs[i].start_time);
+        v[i][LAST_DUR] = v[i][LAST_SIZE] = -1;
+        sl_rest_checkpoints_t ck;
+        memset(&ck, 0, sizeof ck);
+        char err[256];
+        if (rest_checkpoints(d, jobs[i].id, &ck, err, sizeof err) == 0) {
+            v[i][COMPLETED] = (double)ck.completed;
+            v[i][FAILED] = (double)ck.failed;
+            v[i][IN_PROGRESS] = (double)ck.in_progress;
+            int ntasks = 0;
+            int64_t last = -1;
+            for (int k = 0; k < ck.nvertices; k++) ntasks += ck.vertices[k].parallelism;
+            for (int h = 0; h < ck.nhistory; h++) {
+                const sl_rest_checkpoint_t *x = &ck.history[h];
+                if (strcmp(x->status, "COMPLETED") || x->id <= last) continue;
+                last = x->id;
+                v[i][LAST_DUR] = (double)x->end_to_end_duration;
+                double size = 0;
+                for (int t = 0; x->subtasks && t < ntasks; t++) size += (double)x->subtasks[t].checkpointed_size;
+                v[i][LAST_SIZE] = size;
+            }
+        }
+        sl_rest_checkpoints_clear(&ck);
+    }
+    for (int f = 0; f < NF; f++) {
+        sl_prom_type(out, names[f]);
+        for (int i = 0; i < n; i++) {
+            const char *labels[4] = {"job_id", jobs[i].id, "job_name", jobs[i].name};
+            sl_prom_sample(out, names[f], labels, 2, v[i][f]);
+        }
+    }
+    free(v);
+    free(jobs);
+}
+
 /* ---- life ---- */
 
 int sl_dispatcher_new(const sl_dispatcher_config_t *cfg, sl_dispatcher_t **out, char *err, size_t errlen) {
@@ -884,9 +1007,11 @@ int sl_dispatcher_new(const sl_dispatcher_config_t *cfg, sl_dispatcher_t **out, 
                                 .exceptions = rest_exceptions,
                                 .checkpoint = rest_checkpoint,
                                 .operation = rest_operation,
-                                .savepoint = rest_savepoint};
+                                .savepoint = rest_savepoint,
+                                .vertex_metrics = rest_vertex_metrics};
         r = sl_rest_new(&rcfg, &p, &d->rest, err, errlen);
     }
+    if (r == 0 && cfg->prom_port) r = sl_prom_server_new(NULL, cfg->prom_port, prom_render, d, &d->prom, err, errlen);
     if (r == 0) {
         d->timer = sl_rpc_every(d->rpc, 100, on_tick, d);
         if (!d->timer) r = sl_errf(err, errlen, SL_EIO, "cannot start the heartbeat timer");
@@ -902,8 +1027,11 @@ int sl_dispatcher_new(const sl_dispatcher_config_t *cfg, sl_dispatcher_t **out, 
 int sl_dispatcher_rpc_port(const sl_dispatcher_t *d) { return sl_rpc_listen_port(d->rpc); }
 int sl_dispatcher_rest_port(const sl_dispatcher_t *d) { return d->rest ? sl_rest_port(d->rest) : -1; }
 
+int sl_dispatcher_prom_port(const sl_dispatcher_t *d) { return d->prom ? sl_prom_server_port(d->prom) : -1; }
+
 void sl_dispatcher_destroy(sl_dispatcher_t *d) {
     if (!d) return;
+    sl_prom_server_destroy(d->prom);
     sl_rest_destroy(d->rest); /* no new jobs */
     pthread_mutex_lock(&d->mu);
     int n = d->njobs;

@@ -43,11 +43,16 @@ typedef struct sl_dispatcher_config {
     int (*compile)(void *ctx, const char *artifact, int nargs, char **args, sl_plan_t **plan, char *err,
                    size_t errlen);
     void *compile_ctx;
+    /* metrics.reporter.prom.port when metrics.reporter.prom.enabled: a
+     * port or a range ("9249-9260"); NULL: no Prometheus endpoint */
+    const char *prom_port;
 } sl_dispatcher_config_t;
 
 int sl_dispatcher_new(const sl_dispatcher_config_t *cfg, sl_dispatcher_t **out, char *err, size_t errlen);
 int sl_dispatcher_rpc_port(const sl_dispatcher_t *d);
 int sl_dispatcher_rest_port(const sl_dispatcher_t *d);
+/* The Prometheus endpoint's port, or -1 when there is none. */
+int sl_dispatcher_prom_port(const sl_dispatcher_t *d);
 /* Submits a job; its 32-hex id goes to job_id.  restore_path: a chk-<n>
  * or savepoint directory to start from (NULL: none); allow_nrs:
  * --allowNonRestoredState.  Any thread. */

@@ -13,6 +13,7 @@
 #include "checkpoint/metadata.h"
 #include "checkpoint/storage.h"
 #include "common/common.h"
+#include "jobmanager/job_metrics.h"
 #include "jobmanager/restart_strategy.h"
 
 #define MAX_TMS 256
@@ -95,6 +96,7 @@ struct sl_job_master {
     char restored_path[1024];
     sl_jm_exception_t exc[JM_EXCEPTIONS_KEPT];   /* ring, by nexc (under mu) */
     int64_t nexc;
+    sl_job_metrics_t *live;     /* live metrics (job_metrics.h) */
 };
 
 /* sp_mu held. */
@@ -431,6 +433,7 @@ void sl_jm_handle(sl_job_master_t *jm, sl_msg_t *m) {
     case SL_MSG_ACK: attempt = m->u.ack.attempt; break;
     case SL_MSG_DECLINE: attempt = m->u.decline.attempt; break;
     case SL_MSG_TASK_STATE: attempt = m->u.task_state.attempt; break;
+    case SL_MSG_METRICS: attempt = m->u.metrics.attempt; break;
     default: break;
     }
     if (attempt == current_attempt(jm)) { /* a message of an earlier attempt is stale */
@@ -443,6 +446,7 @@ void sl_jm_handle(sl_job_master_t *jm, sl_msg_t *m) {
             pthread_mutex_unlock(&jm->coord_mu);
         }
         if (m->type == SL_MSG_TASK_STATE) on_task_state(jm, &m->u.task_state);
+        if (m->type == SL_MSG_METRICS) sl_job_metrics_update(jm->live, &m->u.metrics);
     }
     sl_msg_destroy(m);
 }
@@ -615,6 +619,7 @@ static void reset_attempt(sl_job_master_t *jm) {
     const sl_plan_t *p = jm->plan;
     pthread_mutex_lock(&jm->mu);
     jm->attempt++;
+    sl_job_metrics_reset(jm->live);
     memset(jm->state, 0, (size_t)(p->ntasks ? p->ntasks : 1) * sizeof *jm->state);
     jm->nterminal = 0;
     jm->failed = false;
@@ -912,6 +917,7 @@ int sl_jm_new(const sl_plan_t *plan, const sl_jm_config_t *cfg, sl_job_master_t 
             jm->nsources += jm->plan->vertices[v].parallelism;
     jm->arch_tasks = sl_calloc((size_t)JM_STATS_KEPT * (size_t)nt, sizeof *jm->arch_tasks);
     jm->attempt = -1;
+    jm->live = sl_job_metrics_new(jm->plan);
     jm->status = "CREATED";
     jm->list_tms = cfg ? cfg->list_taskmanagers : NULL;
     jm->list_ctx = cfg ? cfg->list_ctx : NULL;
@@ -1012,6 +1018,7 @@ void sl_jm_destroy(sl_job_master_t *jm) {
     sl_plan_free(jm->plan);
     sl_free(jm->plan);
     pthread_mutex_destroy(&jm->mu);
+    sl_job_metrics_free(jm->live);
     pthread_cond_destroy(&jm->cv);
     pthread_mutex_destroy(&jm->ckpt_mu);
     pthread_mutex_destroy(&jm->coord_mu);
@@ -1254,3 +1261,5 @@ int sl_jm_checkpoint_outcome(sl_job_master_t *jm, int64_t id, char *why, size_t 
     sl_jm_ckpt_view_free(&v);
     return rc;
 }
+
+sl_job_metrics_t *sl_jm_live_metrics(sl_job_master_t *jm) { return jm->live; }

@@ -137,4 +137,8 @@ int sl_jm_trigger_checkpoint(sl_job_master_t *jm, int64_t *id, char *err, size_t
  * or no longer known (why says which). */
 int sl_jm_checkpoint_outcome(sl_job_master_t *jm, int64_t id, char *why, size_t cap);
 
+/* The job's live metrics store (job_metrics.h), owned by jm. */
+struct sl_job_metrics;
+struct sl_job_metrics *sl_jm_live_metrics(sl_job_master_t *jm);
+
 #endif

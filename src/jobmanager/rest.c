@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "jobmanager/rest_metrics.h"
 #include "jobmanager/rest_shapes.h"
 #include "jobmanager/web_assets.h"
 
@@ -67,6 +68,7 @@ typedef enum {
     /* /jobs/:jobid/... (the job id in id; a checkpoint or trigger id in id2, a vertex id in id3) */
     R_CKPTS, R_CKPT_CONFIG, R_CKPT_DETAIL, R_CKPT_SUBTASKS, R_CKPT_OP, R_JOB_CONFIG, R_EXCEPTIONS,
     R_SAVEPOINTS, R_SAVEPOINT_OP, R_STOP,
+    R_JOB_METRICS, R_VERTEX, R_VERTEX_METRICS, R_VERTEX_BP, R_VERTEX_WM,
 } route_t;
 
 static bool job_route(route_t r) { return r == R_JOB || r >= R_CKPTS; }
@@ -142,6 +144,12 @@ static route_t route_of(const char *url, char *id, size_t idcap, char (*id2)[80]
     if (n == 3 && SEG(2, "exceptions")) return R_EXCEPTIONS;
     if (n == 3 && SEG(2, "savepoints")) return R_SAVEPOINTS;
     if (n == 3 && SEG(2, "stop")) return R_STOP;
+    if (n == 3 && SEG(2, "metrics")) return R_JOB_METRICS;
+    if (n == 4 && SEG(2, "vertices")) return SEG_COPY(3, *id3) ? R_VERTEX : R_NONE;
+    if (n == 5 && SEG(2, "vertices") && (SEG(4, "metrics") || SEG(4, "backpressure") || SEG(4, "watermarks"))) {
+        if (!SEG_COPY(3, *id3)) return R_NONE;
+        return SEG(4, "metrics") ? R_VERTEX_METRICS : SEG(4, "backpressure") ? R_VERTEX_BP : R_VERTEX_WM;
+    }
     if (n == 4 && SEG(2, "checkpoints") && SEG(3, "config")) return R_CKPT_CONFIG;
     if (n == 4 && (SEG(2, "checkpoints") || SEG(2, "savepoints"))) {
         if (!SEG_COPY(3, *id2)) return R_NONE;
@@ -535,6 +543,14 @@ static enum MHD_Result h_job(sl_rest_t *r, struct MHD_Connection *c, const char 
                                v->parallelism, "status", v->status);
         if (!vo) continue;
         if (v->max_parallelism > 0) json_object_set_new(vo, "maxParallelism", json_integer(v->max_parallelism));
+        if (r->p.vertex_metrics) { /* Flink's per-vertex IOMetricsInfo */
+            sl_rest_vertex_metrics_t vm;
+            memset(&vm, 0, sizeof vm);
+            char verr[256];
+            if (r->p.vertex_metrics(r->p.ud, jid, v->id, &vm, verr, sizeof verr) == 0 && vm.subtasks)
+                json_object_set_new(vo, "metrics", sl_rest_io_metrics_json(vm.subtasks, vm.vertex.parallelism));
+            free(vm.subtasks);
+        }
         json_array_append_new(vs, vo);
         json_t *cnt = json_object_get(counts, v->status);
         json_object_set_new(counts, v->status, json_integer(cnt ? json_integer_value(cnt) + 1 : 1));
@@ -1003,6 +1019,96 @@ static enum MHD_Result send_asset(struct MHD_Connection *c, const sl_web_asset_t
     return ret;
 }
 
+/* ---- metrics (shapes in rest_metrics.c) ---------------------------------- */
+
+static enum MHD_Result h_vertex(sl_rest_t *r, struct MHD_Connection *c, const req_t *q) {
+    if (!r->p.vertex_metrics) return send_errorf(c, 500, "vertex metrics are not supported");
+    sl_rest_vertex_metrics_t m;
+    memset(&m, 0, sizeof m);
+    char err[512] = "";
+    int rc = r->p.vertex_metrics(r->p.ud, q->id, q->id3, &m, err, sizeof err);
+    if (rc == 0 && (m.vertex.parallelism < 0 || (m.vertex.parallelism > 0 && !m.subtasks)))
+        rc = sl_errf(err, sizeof err, SL_EIO, "the provider returned no subtasks");
+    if (rc) {
+        free(m.subtasks);
+        return send_provider_error(c, rc, err, "could not get the vertex's metrics");
+    }
+    m.vertex.id[sizeof m.vertex.id - 1] = m.vertex.name[sizeof m.vertex.name - 1] = 0;
+    for (int s = 0; s < m.vertex.parallelism; s++) {
+        sl_rest_subtask_metrics_t *st = &m.subtasks[s];
+        st->status[sizeof st->status - 1] = st->tm_id[sizeof st->tm_id - 1] = 0;
+        if (st->nops < 0 || st->nops > SL_REST_MAX_CHAIN) st->nops = 0;
+        for (int k = 0; k < st->nops; k++) st->ops[k].name[sizeof st->ops[k].name - 1] = 0;
+    }
+    int64_t now = sl_wall_ms();
+    json_t *o = NULL;
+    if (q->route == R_VERTEX) {
+        o = sl_rest_vertex_detail_json(&m, now);
+    } else if (q->route == R_VERTEX_BP) {
+        o = sl_rest_backpressure_json(&m, now);
+    } else if (q->route == R_VERTEX_WM) {
+        o = sl_rest_watermarks_json(&m);
+    } else {
+        json_t *map = sl_rest_vertex_metric_map(&m);
+        o = sl_rest_metric_list(map, MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "get"));
+        json_decref(map);
+    }
+    free(m.subtasks);
+    return send_json(c, MHD_HTTP_OK, o, NULL);
+}
+
+/* GET /jobs/:jobid/metrics: Flink's job metrics, from the job's details
+ * and its checkpoint statistics. */
+static enum MHD_Result h_job_metrics(sl_rest_t *r, struct MHD_Connection *c, const char *jid) {
+    if (!r->p.job_detail) return send_errorf(c, 500, "job metrics are not supported");
+    sl_rest_job_t j;
+    memset(&j, 0, sizeof j);
+    char err[512] = "";
+    int rc = r->p.job_detail(r->p.ud, jid, &j, err, sizeof err);
+    free(j.vertices);
+    if (rc) return send_provider_error(c, rc, err, "could not get the job's metrics");
+    j.state[sizeof j.state - 1] = 0;
+    int64_t now = sl_wall_ms();
+    bool ended = j.end_time >= 0 || !strcmp(j.state, "FINISHED") || !strcmp(j.state, "CANCELED") ||
+                 !strcmp(j.state, "FAILED");
+    int64_t completed = 0, failed = 0, in_progress = 0, last_duration = -1, last_size = -1, last_id = -1;
+    if (r->p.checkpoints) {
+        sl_rest_checkpoints_t ck;
+        memset(&ck, 0, sizeof ck);
+        char cerr[256];
+        if (r->p.checkpoints(r->p.ud, jid, &ck, cerr, sizeof cerr) == 0) {
+            completed = ck.completed;
+            failed = ck.failed;
+            in_progress = ck.in_progress;
+            int ntasks = 0;
+            for (int v = 0; v < ck.nvertices; v++) ntasks += ck.vertices[v].parallelism;
+            for (int h = 0; h < ck.nhistory; h++) {
+                const sl_rest_checkpoint_t *x = &ck.history[h];
+                if (strncmp(x->status, "COMPLETED", sizeof x->status) || x->id <= last_id) continue;
+                last_id = x->id;
+                last_duration = x->end_to_end_duration;
+                last_size = 0;
+                for (int t = 0; x->subtasks && t < ntasks; t++) last_size += x->subtasks[t].checkpointed_size;
+            }
+        }
+        sl_rest_checkpoints_clear(&ck);
+    }
+    json_t *map = json_object();
+    char b[32];
+#define PUT(name, v) (snprintf(b, sizeof b, "%lld", (long long)(v)), json_object_set_new(map, name, json_string(b)))
+    PUT("numRestarts", j.num_restarts);
+    PUT("uptime", ended ? -1 : now - j.start_time);
+    PUT("lastCheckpointDuration", last_duration);
+    PUT("lastCheckpointSize", last_size);
+    PUT("numberOfCompletedCheckpoints", completed);
+    PUT("numberOfFailedCheckpoints", failed);
+    PUT("numberOfInProgressCheckpoints", in_progress);
+#undef PUT
+    json_t *o = sl_rest_metric_list(map, MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "get"));
+    json_decref(map);
+    return send_json(c, MHD_HTTP_OK, o, NULL);
+}
+
 /* Called once with the headers, once per piece of body, once at the end. */
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                       const char *version, const char *upload_data, size_t *upload_data_size,
@@ -1105,6 +1211,8 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
     case R_SAVEPOINTS: return h_trigger(r, c, q, true, false);
     case R_STOP: return h_trigger(r, c, q, true, true);
     case R_SAVEPOINT_OP: return h_operation(r, c, q, true);
+    case R_JOB_METRICS: return h_job_metrics(r, c, q->id);
+    case R_VERTEX: case R_VERTEX_METRICS: case R_VERTEX_BP: case R_VERTEX_WM: return h_vertex(r, c, q);
     case R_NONE: break;
     }
     return send_errorf(c, MHD_HTTP_NOT_FOUND, "Not found");

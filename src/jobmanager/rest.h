@@ -30,6 +30,12 @@
  *   POST   /jobs/:jobid/stop        {"targetDirectory","drain","formatType"}
  *                                    -> 202 {"request-id"}
  *   GET    /jobs/:jobid/savepoints/:triggerid  like .../checkpoints/:triggerid
+ *   GET    /jobs/:jobid/metrics[?get=a,b]      job metrics: [{"id"}] / [{"id","value"}]
+ *   GET    /jobs/:jobid/vertices/:vertexid     per-subtask status and I/O "metrics"
+ *   GET    /jobs/:jobid/vertices/:vertexid/metrics[?get=a,b]   "<subtask>.<name>" and
+ *                                    "<subtask>.<operator>.<name>" ids
+ *   GET    /jobs/:jobid/vertices/:vertexid/backpressure  backpressureLevel, per subtask ratio
+ *   GET    /jobs/:jobid/vertices/:vertexid/watermarks    [{"id":"<i>.currentInputWatermark","value"}]
  * A savepoint directory a client names must be absolute, without a ".."
  * component (400 otherwise); bodies name the field that is wrong (400).
  * A job without checkpointing answers the checkpoint statistics paths
@@ -129,6 +135,7 @@ typedef struct sl_rest_job {
      * sl_malloc); the server frees it with free(). */
     sl_rest_vertex_t *vertices;
     int nvertices;
+    int num_restarts;         /* restarts so far (numRestarts) */
 } sl_rest_job_t;
 
 typedef struct sl_rest_taskmanager {
@@ -264,6 +271,37 @@ typedef struct sl_rest_operation {
     char failure[1024];       /* done, failed: why (non-empty = failed) */
 } sl_rest_operation_t;
 
+/* ---- live metrics (rest_metrics.c) ---------------------------------------
+ * Flink's names: per operator numRecordsIn/Out, currentInputWatermark,
+ * currentOutputWatermark, numLateRecordsDropped; per subtask the time
+ * shares busyTimeMsPerSecond, backPressuredTimeMsPerSecond,
+ * idleTimeMsPerSecond (ms per second, -1 until known) and the accumulated
+ * times. */
+#define SL_REST_MAX_CHAIN 16
+typedef struct sl_rest_op_metrics {
+    char name[128];
+    int64_t records_in, records_out;
+    int64_t in_watermark, out_watermark; /* INT64_MIN: none yet */
+    int64_t late_dropped;
+} sl_rest_op_metrics_t;
+
+typedef struct sl_rest_subtask_metrics {
+    bool reported;             /* false: no report yet (figures 0, shares -1) */
+    char status[24];           /* ExecutionState name */
+    int attempt;
+    char tm_id[128];           /* "" = not known */
+    int64_t start_time;        /* ms since the epoch */
+    double busy, backpressured, idle;        /* ms per second, -1 = not known */
+    int64_t busy_ms, backpressured_ms, idle_ms; /* accumulated */
+    int nops;
+    sl_rest_op_metrics_t ops[SL_REST_MAX_CHAIN]; /* the chain, head first */
+} sl_rest_subtask_metrics_t;
+
+typedef struct sl_rest_vertex_metrics {
+    sl_rest_vertex_t vertex;
+    sl_rest_subtask_metrics_t *subtasks; /* [vertex.parallelism], malloc'ed, freed by the server */
+} sl_rest_vertex_metrics_t;
+
 /*
  * The JobManager's side.  Every callback may be NULL (its paths then
  * answer 500 "not supported").  A callback returns 0, SL_ENOTFOUND (404),
@@ -306,6 +344,11 @@ typedef struct sl_rest_provider {
     /* GET .../savepoints/:triggerid and .../checkpoints/:triggerid: SL_ENOTFOUND if unknown. */
     int (*operation)(void *ud, const char *job_id, const char *trigger_id, sl_rest_operation_t *out,
                      char *err, size_t errlen);
+    /* GET /jobs/:jobid/vertices/:vertexid[/metrics|/backpressure|/watermarks]
+     * and the "metrics" of /jobs/:jobid's vertices: the live figures of each
+     * subtask of the vertex.  SL_ENOTFOUND: no such job or vertex. */
+    int (*vertex_metrics)(void *ud, const char *job_id, const char *vertex_id, sl_rest_vertex_metrics_t *out,
+                          char *err, size_t errlen);
 } sl_rest_provider_t;
 
 /* Starts the server: binds cfg's address and port, lists the artifact

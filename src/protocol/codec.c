@@ -62,6 +62,7 @@ static const ProtobufCMessageDescriptor *descriptor_of(int type) {
     case SL_MSG_DECLINE: return &slctl__decline__descriptor;
     case SL_MSG_COMPLETE:
     case SL_MSG_ABORTED: return &slctl__notify__descriptor;
+    case SL_MSG_METRICS: return &slctl__metrics__descriptor;
     default: return NULL;
     }
 }
@@ -253,6 +254,7 @@ typedef union pbmsg {
     Slctl__Ack ack;
     Slctl__Decline decline;
     Slctl__Notify notify;
+    Slctl__Metrics metrics;
 } pbmsg_t;
 
 static void edeploy(enc_t *e, const sl_msg_deploy_t *d, Slctl__Deploy *p) {
@@ -346,6 +348,54 @@ static void eack(enc_t *e, const sl_msg_ack_t *a, Slctl__Ack *p, Slctl__TaskRef 
     p->ops = eops(e, a->ops, a->nops, "nops", "ops", &p->n_ops);
 }
 
+static Slctl__OpMetrics **eop_metrics(enc_t *e, const sl_msg_op_metrics_t *ms, int n, const char *prefix,
+                                      size_t *count) {
+    *count = 0;
+    if (!ecount(e, prefix, "nops", "ops", n, ms) || n == 0) return NULL;
+    Slctl__OpMetrics *om = ealloc(e, (size_t)n, sizeof *om);
+    Slctl__OpMetrics **pp = ealloc(e, (size_t)n, sizeof *pp);
+    for (int i = 0; i < n; i++) {
+        slctl__op_metrics__init(&om[i]);
+        om[i].node = ms[i].node;
+        om[i].records_in = ms[i].records_in;
+        om[i].records_out = ms[i].records_out;
+        om[i].records_skipped = ms[i].records_skipped;
+        om[i].in_watermark = ms[i].in_watermark;
+        om[i].out_watermark = ms[i].out_watermark;
+        om[i].late_dropped = ms[i].late_dropped;
+        pp[i] = &om[i];
+    }
+    *count = (size_t)n;
+    return pp;
+}
+
+static void emetrics(enc_t *e, const sl_msg_metrics_t *m, Slctl__Metrics *p) {
+    slctl__metrics__init(p);
+    p->job_id = estr(e, m->job_id, "job_id");
+    p->attempt = m->attempt;
+    p->tm_id = estr(e, m->tm_id, "tm_id");
+    p->time_ns = m->time_ns;
+    if (!ecount(e, "", "nsubtasks", "subtasks", m->nsubtasks, m->subtasks) || m->nsubtasks == 0) return;
+    size_t n = (size_t)m->nsubtasks;
+    Slctl__SubtaskMetrics *sm = ealloc(e, n, sizeof *sm);
+    Slctl__TaskRef *refs = ealloc(e, n, sizeof *refs);
+    p->subtasks = ealloc(e, n, sizeof *p->subtasks);
+    p->n_subtasks = n;
+    for (size_t i = 0; i < n; i++) {
+        const sl_msg_subtask_metrics_t *st = &m->subtasks[i];
+        char prefix[48];
+        snprintf(prefix, sizeof prefix, "subtasks[%zu].", i);
+        slctl__subtask_metrics__init(&sm[i]);
+        sm[i].task = eref(&st->task, &refs[i]);
+        sm[i].time_ns = st->time_ns;
+        sm[i].busy_ns = st->busy_ns;
+        sm[i].idle_ns = st->idle_ns;
+        sm[i].backpressured_ns = st->backpressured_ns;
+        sm[i].ops = eop_metrics(e, st->ops, st->nops, prefix, &sm[i].n_ops);
+        p->subtasks[i] = &sm[i];
+    }
+}
+
 /* Fills *p from m (pointing into m); e->rc says whether it worked. */
 static void epayload(enc_t *e, const sl_msg_t *m, pbmsg_t *p, Slctl__TaskRef *ref) {
     switch (m->type) {
@@ -417,6 +467,7 @@ static void epayload(enc_t *e, const sl_msg_t *m, pbmsg_t *p, Slctl__TaskRef *re
         p->notify.reason = estr(e, n->reason, "reason");
         break;
     }
+    case SL_MSG_METRICS: emetrics(e, &m->u.metrics, &p->metrics); break;
     default: efail(e, "unknown message type %d", m->type); break;
     }
 }
@@ -718,6 +769,36 @@ static int dack(dec_t *d, const Slctl__Ack *p, sl_msg_ack_t *o) {
     return dops(d, p->ops, p->n_ops, "ops", &o->nops, &o->ops);
 }
 
+static int dmetrics(dec_t *d, const Slctl__Metrics *p, sl_msg_metrics_t *o) {
+    int rc;
+    char path[64];
+    if ((rc = dstr(d, &o->job_id, p->job_id, "job_id"))) return rc;
+    o->attempt = p->attempt;
+    if ((rc = dstr(d, &o->tm_id, p->tm_id, "tm_id"))) return rc;
+    o->time_ns = p->time_ns;
+    if ((rc = dcount(d, p->n_subtasks, "subtasks", &o->nsubtasks))) return rc;
+    o->subtasks = o->nsubtasks ? sl_calloc((size_t)o->nsubtasks, sizeof *o->subtasks) : NULL;
+    for (int i = 0; i < o->nsubtasks; i++) {
+        const Slctl__SubtaskMetrics *ps = p->subtasks[i];
+        sl_msg_subtask_metrics_t *st = &o->subtasks[i];
+        snprintf(path, sizeof path, "subtasks[%d].task", i);
+        if ((rc = dref(d, ps->task, &st->task, path))) return rc;
+        st->time_ns = ps->time_ns;
+        st->busy_ns = ps->busy_ns;
+        st->idle_ns = ps->idle_ns;
+        st->backpressured_ns = ps->backpressured_ns;
+        snprintf(path, sizeof path, "subtasks[%d].ops", i);
+        if ((rc = dcount(d, ps->n_ops, path, &st->nops))) return rc;
+        st->ops = st->nops ? sl_calloc((size_t)st->nops, sizeof *st->ops) : NULL;
+        for (int k = 0; k < st->nops; k++) {
+            const Slctl__OpMetrics *pm = ps->ops[k];
+            st->ops[k] = (sl_msg_op_metrics_t){pm->node,         pm->records_in,    pm->records_out, pm->records_skipped,
+                                               pm->in_watermark, pm->out_watermark, pm->late_dropped};
+        }
+    }
+    return 0;
+}
+
 static int dpayload(dec_t *d, const ProtobufCMessage *pbm, sl_msg_t *m) {
     const pbmsg_t *p = (const pbmsg_t *)pbm;
     int rc;
@@ -779,6 +860,7 @@ static int dpayload(dec_t *d, const ProtobufCMessage *pbm, sl_msg_t *m) {
         o->checkpoint_id = p->notify.checkpoint_id;
         return dstr(d, &o->reason, p->notify.reason, "reason");
     }
+    case SL_MSG_METRICS: return dmetrics(d, &p->metrics, &m->u.metrics);
     default: return dfail(d, "unknown message type");
     }
 }
@@ -983,6 +1065,40 @@ static int vack(dec_t *d, const sl_msg_ack_t *o) {
     return vops(d, o->ops, o->nops, "ops", &o->task);
 }
 
+/* METRICS: cumulative figures are never negative; each subtask appears
+ * once; watermarks are any value (INT64_MIN: none yet). */
+static int vmetrics(dec_t *d, const sl_msg_metrics_t *o) {
+    int rc;
+    char path[80];
+    if ((rc = vjob(d, o->job_id, o->attempt))) return rc;
+    if ((rc = vnonempty(d, o->tm_id, "tm_id"))) return rc;
+    if ((rc = vnonneg(d, o->time_ns, "time_ns"))) return rc;
+    for (int i = 0; i < o->nsubtasks; i++) {
+        const sl_msg_subtask_metrics_t *st = &o->subtasks[i];
+        snprintf(path, sizeof path, "subtasks[%d].task", i);
+        if ((rc = vref(d, &st->task, path))) return rc;
+        snprintf(path, sizeof path, "subtasks[%d].time_ns", i);
+        if ((rc = vnonneg(d, st->time_ns, path))) return rc;
+        snprintf(path, sizeof path, "subtasks[%d].busy_ns", i);
+        if ((rc = vnonneg(d, st->busy_ns, path))) return rc;
+        snprintf(path, sizeof path, "subtasks[%d].idle_ns", i);
+        if ((rc = vnonneg(d, st->idle_ns, path))) return rc;
+        snprintf(path, sizeof path, "subtasks[%d].backpressured_ns", i);
+        if ((rc = vnonneg(d, st->backpressured_ns, path))) return rc;
+        for (int k = 0; k < st->nops; k++) {
+            const sl_msg_op_metrics_t *mt = &st->ops[k];
+            const int64_t v[5] = {mt->node, mt->records_in, mt->records_out, mt->records_skipped, mt->late_dropped};
+            static const char *const names[5] = {"node", "records_in", "records_out", "records_skipped",
+                                                 "late_dropped"};
+            for (int f = 0; f < 5; f++) {
+                snprintf(path, sizeof path, "subtasks[%d].ops[%d].%s", i, k, names[f]);
+                if ((rc = vnonneg(d, v[f], path))) return rc;
+            }
+        }
+    }
+    return vunique_refs(d, o->subtasks, sizeof *o->subtasks, o->nsubtasks, "subtasks");
+}
+
 static int validate(dec_t *d, const sl_msg_t *m) {
     int rc;
     switch (m->type) {
@@ -1032,6 +1148,7 @@ static int validate(dec_t *d, const sl_msg_t *m) {
         if ((rc = vjob(d, o->job_id, o->attempt))) return rc;
         return vcheckpoint(d, o->checkpoint_id);
     }
+    case SL_MSG_METRICS: return vmetrics(d, &m->u.metrics);
     default: return dfail(d, "unknown message type");
     }
 }

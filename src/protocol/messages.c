@@ -24,6 +24,7 @@ const char *sl_msg_type_name(int type) {
     case SL_MSG_DECLINE: return "DECLINE";
     case SL_MSG_COMPLETE: return "COMPLETE";
     case SL_MSG_ABORTED: return "ABORTED";
+    case SL_MSG_METRICS: return "METRICS";
     default: return "unknown";
     }
 }
@@ -112,6 +113,12 @@ void sl_msg_free(sl_msg_t *m) {
         sl_free(m->u.task_state.metrics);
         break;
     case SL_MSG_TRIGGER: sl_free(m->u.trigger.job_id); break;
+    case SL_MSG_METRICS:
+        sl_free(m->u.metrics.job_id);
+        sl_free(m->u.metrics.tm_id);
+        for (int i = 0; m->u.metrics.subtasks && i < m->u.metrics.nsubtasks; i++) sl_free(m->u.metrics.subtasks[i].ops);
+        sl_free(m->u.metrics.subtasks);
+        break;
     case SL_MSG_ACK:
         sl_free(m->u.ack.job_id);
         op_states_free(m->u.ack.ops, m->u.ack.nops);

@@ -20,6 +20,9 @@
  *   TM -> JM  DECLINE       it could not
  *   JM -> TM  COMPLETE      checkpoint complete (_metadata is durable)
  *   JM -> TM  ABORTED       checkpoint aborted
+ *   TM -> JM  METRICS       live figures of the running subtasks of a job
+ *                           attempt, cumulative (the JobManager turns
+ *                           successive reports into rates)
  *
  * Ownership: a message owns every string, array and buffer reachable from
  * it; sl_msg_free releases them (and not the sl_msg_t itself when it was
@@ -51,8 +54,9 @@ typedef enum sl_msg_type {
     SL_MSG_DECLINE = 9,
     SL_MSG_COMPLETE = 10,
     SL_MSG_ABORTED = 11,
+    SL_MSG_METRICS = 12,
 } sl_msg_type_t;
-#define SL_MSG_TYPE_MAX 11
+#define SL_MSG_TYPE_MAX 12
 
 /* The name of a message type ("DEPLOY"), or "unknown". */
 const char *sl_msg_type_name(int type);
@@ -81,10 +85,13 @@ typedef struct sl_msg_op_state {
     sl_ckpt_subtask_t st;        /* st.index = subtask index */
 } sl_msg_op_state_t;
 
-/* Per-operator counters a terminal TASK_STATE reports. */
+/* Per-operator counters a terminal TASK_STATE reports (and METRICS, with
+ * the watermarks and late records too). */
 typedef struct sl_msg_op_metrics {
     int32_t node;                /* plan node id */
     int64_t records_in, records_out, records_skipped;
+    int64_t in_watermark, out_watermark; /* METRICS: current input / output watermark (ms; INT64_MIN: none) */
+    int64_t late_dropped;        /* METRICS: late records a window operator dropped */
 } sl_msg_op_metrics_t;
 
 typedef struct sl_msg_register {
@@ -188,6 +195,30 @@ typedef struct sl_msg_decline {
     char *reason;
 } sl_msg_decline_t;
 
+/* One running subtask's figures in a METRICS report, cumulative since it
+ * started: time spent busy, idle (waiting for input) and back-pressured
+ * (waiting for a free output buffer), and per chained operator its
+ * counters. */
+typedef struct sl_msg_subtask_metrics {
+    sl_msg_task_ref_t task;
+    int64_t time_ns;             /* the TaskManager's monotonic clock when the times were sampled (0: not started) */
+    int64_t busy_ns, idle_ns, backpressured_ns;
+    int32_t nops;
+    sl_msg_op_metrics_t *ops;
+} sl_msg_subtask_metrics_t;
+
+/* How often a TaskManager reports METRICS for a running deployment. */
+#define SL_METRICS_REPORT_INTERVAL_MS 200
+
+typedef struct sl_msg_metrics {
+    char *job_id;
+    int32_t attempt;
+    char *tm_id;
+    int64_t time_ns;             /* the TaskManager's monotonic clock when it sampled */
+    int32_t nsubtasks;
+    sl_msg_subtask_metrics_t *subtasks;
+} sl_msg_metrics_t;
+
 /* COMPLETE and ABORTED */
 typedef struct sl_msg_notify {
     char *job_id;
@@ -209,6 +240,7 @@ typedef struct sl_msg {
         sl_msg_ack_t ack;
         sl_msg_decline_t decline;
         sl_msg_notify_t notify;  /* COMPLETE, ABORTED */
+        sl_msg_metrics_t metrics;
     } u;
 } sl_msg_t;
 

@@ -12,6 +12,7 @@
 #include "common/common.h"
 #include "common/workq.h"
 #include "jobmanager/job_master.h"
+#include "jobmanager/job_metrics.h"
 #include "taskmanager/taskmanager.h"
 
 /* One direction of the in-memory transport: encoded frames, delivered in
@@ -160,4 +161,8 @@ void sl_local_job_destroy(sl_local_job_t *j) {
     sl_workq_free(&j->to_tm.q);
     sl_workq_free(&j->to_jm.q);
     sl_free(j);
+}
+
+void sl_local_job_set_metrics_listener(sl_local_job_t *j, sl_metrics_listener_fn fn, void *ctx) {
+    sl_job_metrics_set_listener(sl_jm_live_metrics(j->jm), fn, ctx);
 }

@@ -9,6 +9,7 @@
 #ifndef SL_LOCAL_H
 #define SL_LOCAL_H
 
+#include "sluice/metrics.h"
 #include "plan/job_code.h"
 #include "plan/plan.h"
 #include "protocol/job_result.h"
@@ -29,6 +30,8 @@ int sl_local_job_savepoint(sl_local_job_t *j, const char *dir, int kind, char *p
 int sl_local_job_run(sl_local_job_t *j, sl_job_result_t *res);
 /* Any thread. */
 void sl_local_job_cancel(sl_local_job_t *j);
+/* Live metrics of the job go to fn (sluice/metrics.h); before running. */
+void sl_local_job_set_metrics_listener(sl_local_job_t *j, sl_metrics_listener_fn fn, void *ctx);
 void sl_local_job_destroy(sl_local_job_t *j);
 
 #endif

@@ -66,6 +66,7 @@ sl_channel_t *sl_channel_new(int nbufs, uint32_t buf_size, sl_waker_t *consumer)
     atomic_init(&ch->queued, 0);
     atomic_init(&ch->backpressured_ns, 0);
     atomic_init(&ch->bytes, 0);
+    atomic_init(&ch->waiting_since_ns, 0);
     return ch;
 }
 
@@ -91,8 +92,10 @@ sl_nbuf_t *sl_channel_acquire(sl_channel_t *ch, uint32_t need) {
     pthread_mutex_lock(&ch->mu);
     if (!ch->free_list && !ch->canceled) {
         int64_t t0 = sl_mono_ns();
+        atomic_store_explicit(&ch->waiting_since_ns, t0, memory_order_relaxed);
         while (!ch->free_list && !ch->canceled) pthread_cond_wait(&ch->cv, &ch->mu);
         atomic_fetch_add(&ch->backpressured_ns, sl_mono_ns() - t0);
+        atomic_store_explicit(&ch->waiting_since_ns, 0, memory_order_relaxed);
     }
     sl_nbuf_t *b = NULL;
     if (!ch->canceled) {

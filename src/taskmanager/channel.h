@@ -83,6 +83,10 @@ typedef struct sl_channel {
     void (*on_send)(void *ctx);    /* a buffer or a priority event was queued */
     void (*on_recycle)(void *ctx); /* a credit buffer went back to the free list */
     void *hook_ctx;
+    /* metrics: when the producer started waiting for a free buffer
+     * (sl_mono_ns), 0 while it is not waiting — a metrics reporter counts
+     * a wait still in progress as back-pressured time */
+    atomic_llong waiting_since_ns;
 } sl_channel_t;
 
 sl_channel_t *sl_channel_new(int nbufs, uint32_t buf_size, sl_waker_t *consumer);

@@ -17,6 +17,7 @@
 #include "checkpoint/storage.h"
 #include "common/common.h"
 #include "state/rocksdb_backend.h"
+#include "metrics/prom.h"
 #include "taskmanager/native_checkpoint.h"
 #include "taskmanager/net/data_plane.h"
 #include "taskmanager/task_int.h"
@@ -66,6 +67,13 @@ struct sl_deployment {
     sl_buf_t **final_state;         /* per local task, per operator: state at its end */
     sl_buf_t **unions;              /* restored operator state handed to operators */
     int nunions;
+    /* live metrics: a reporter thread sends METRICS every
+     * SL_METRICS_REPORT_INTERVAL_MS while tasks run */
+    pthread_t reporter;
+    bool reporter_started, reporter_stop;
+    pthread_mutex_t reporter_mu;
+    pthread_cond_t reporter_cv;
+    char tm_id[128];                /* the TaskManager's id in METRICS */
 };
 
 static int local_slot(const sl_task_t *t) { return t->local_index; }
@@ -102,6 +110,9 @@ static void cancel_all_locked(sl_deployment_t *dep) {
 }
 
 const char *sl_deployment_job(const sl_deployment_t *dep) { return dep->job_id; }
+void sl_deployment_set_tm_id(sl_deployment_t *dep, const char *tm_id) {
+    snprintf(dep->tm_id, sizeof dep->tm_id, "%s", tm_id ? tm_id : "");
+}
 int sl_deployment_attempt(const sl_deployment_t *dep) { return dep->attempt; }
 
 void sl_deployment_head_uid(sl_deployment_t *dep, int vertex, char *buf, size_t cap) {
@@ -139,6 +150,104 @@ void sl_deployment_cancel(sl_deployment_t *dep) {
     pthread_mutex_unlock(&dep->mu);
 }
 
+/* ---- live metrics ---- */
+
+/* Appends the figures t published (any thread: relaxed loads of t->pub). */
+static void metrics_of(const sl_deployment_t *dep, const sl_task_t *t, sl_msg_subtask_metrics_t *st) {
+    st->task = task_ref(dep, t);
+    sl_task_read_times(t, &st->time_ns, &st->busy_ns, &st->idle_ns, &st->backpressured_ns);
+    st->nops = t->nops;
+    st->ops = sl_calloc((size_t)(t->nops ? t->nops : 1), sizeof *st->ops);
+    const sl_plan_vertex_t *v = &dep->plan->vertices[t->vertex];
+    for (int k = 0; k < t->nops; k++) {
+        const sl_op_pub_t *p = &t->pub.ops[k];
+        st->ops[k] = (sl_msg_op_metrics_t){
+            .node = v->nodes[k],
+            .records_in = atomic_load_explicit(&p->records_in, memory_order_relaxed),
+            .records_out = atomic_load_explicit(&p->records_out, memory_order_relaxed),
+            .records_skipped = atomic_load_explicit(&p->records_skipped, memory_order_relaxed),
+            .in_watermark = atomic_load_explicit(&p->in_wm, memory_order_relaxed),
+            .out_watermark = atomic_load_explicit(&p->out_wm, memory_order_relaxed),
+            .late_dropped = atomic_load_explicit(&p->late_dropped, memory_order_relaxed),
+        };
+    }
+}
+
+/* Sends METRICS for the local task `only` (its final figures, from its own
+ * thread before its end is reported), or for every local task (NULL). */
+static void send_metrics(sl_deployment_t *dep, const sl_task_t *only) {
+    if (!dep->nlocal) return;
+    sl_msg_t *m = sl_msg_new(SL_MSG_METRICS);
+    sl_msg_metrics_t *mm = &m->u.metrics;
+    mm->job_id = sl_strdup(dep->job_id);
+    mm->attempt = dep->attempt;
+    mm->tm_id = sl_strdup(dep->tm_id[0] ? dep->tm_id : "tm");
+    mm->time_ns = sl_mono_ns();
+    mm->subtasks = sl_calloc((size_t)dep->nlocal, sizeof *mm->subtasks);
+    for (int i = 0; i < dep->nlocal; i++)
+        if (!only || dep->local[i] == only) metrics_of(dep, dep->local[i], &mm->subtasks[mm->nsubtasks++]);
+    dep->send(dep->send_ctx, m);
+}
+
+static void *reporter_main(void *arg) {
+    sl_deployment_t *dep = arg;
+    pthread_mutex_lock(&dep->reporter_mu);
+    while (!dep->reporter_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t ns = ts.tv_nsec + SL_METRICS_REPORT_INTERVAL_MS * 1000000LL;
+        ts.tv_sec += ns / 1000000000LL;
+        ts.tv_nsec = ns % 1000000000LL;
+        pthread_cond_timedwait(&dep->reporter_cv, &dep->reporter_mu, &ts);
+        if (dep->reporter_stop) break;
+        pthread_mutex_unlock(&dep->reporter_mu);
+        send_metrics(dep, NULL);
+        pthread_mutex_lock(&dep->reporter_mu);
+    }
+    pthread_mutex_unlock(&dep->reporter_mu);
+    return NULL;
+}
+
+static void reporter_stop(sl_deployment_t *dep) {
+    if (!dep->reporter_started) return;
+    pthread_mutex_lock(&dep->reporter_mu);
+    dep->reporter_stop = true;
+    pthread_cond_signal(&dep->reporter_cv);
+    pthread_mutex_unlock(&dep->reporter_mu);
+    pthread_join(dep->reporter, NULL);
+    dep->reporter_started = false;
+}
+
+/* Prometheus (any thread): one metric family's samples for every local
+ * subtask, from what the tasks published. */
+void sl_deployment_prom_family(sl_deployment_t *dep, int family, const char *name, const char *tm_id, sl_buf_t *out) {
+    char sub[16];
+    for (int i = 0; i < dep->nlocal; i++) {
+        const sl_task_t *t = dep->local[i];
+        const sl_plan_vertex_t *v = &dep->plan->vertices[t->vertex];
+        snprintf(sub, sizeof sub, "%d", t->subtask);
+        const char *labels[12] = {"job_id", dep->job_id, "job_name", dep->plan->job_name ? dep->plan->job_name : "",
+                                  "task_name", v->name, "subtask_index", sub, "tm_id", tm_id, "operator_name", ""};
+        if (family >= SL_PROM_TASK_BUSY) {
+            int64_t at, busy, idle, bp;
+            sl_task_read_times(t, &at, &busy, &idle, &bp);
+            int64_t ns = family == SL_PROM_TASK_BUSY ? busy : family == SL_PROM_TASK_IDLE ? idle : bp;
+            sl_prom_sample(out, name, labels, 5, (double)(ns / 1000000));
+            continue;
+        }
+        for (int k = 0; k < t->nops; k++) {
+            const sl_op_pub_t *p = &t->pub.ops[k];
+            labels[11] = dep->plan->nodes[v->nodes[k]].name;
+            const atomic_llong *f = family == SL_PROM_OP_IN       ? &p->records_in
+                                    : family == SL_PROM_OP_OUT    ? &p->records_out
+                                    : family == SL_PROM_OP_IN_WM  ? &p->in_wm
+                                    : family == SL_PROM_OP_OUT_WM ? &p->out_wm
+                                                                  : &p->late_dropped;
+            sl_prom_sample(out, name, labels, 6, (double)atomic_load_explicit(f, memory_order_relaxed));
+        }
+    }
+}
+
 /* ---- what the tasks report (task threads) ---- */
 
 void sl_deployment_task_final(sl_deployment_t *dep, sl_task_t *t) {
@@ -154,6 +263,7 @@ void sl_deployment_task_final(sl_deployment_t *dep, sl_task_t *t) {
 /* TASK_STATE for t: its outcome, its operators' counters and, when it
  * finished, the final operator state that later checkpoints carry. */
 static void report_end(sl_deployment_t *dep, sl_task_t *t, int state) {
+    if (t->start_ns) send_metrics(dep, t); /* ordered before the end on the same transport */
     sl_msg_t *m = sl_msg_new(SL_MSG_TASK_STATE);
     sl_msg_task_state_t *ts = &m->u.task_state;
     ts->job_id = sl_strdup(dep->job_id);
@@ -167,8 +277,10 @@ static void report_end(sl_deployment_t *dep, sl_task_t *t, int state) {
     ts->metrics = sl_calloc((size_t)(t->nops ? t->nops : 1), sizeof *ts->metrics);
     const sl_plan_vertex_t *v = &dep->plan->vertices[t->vertex];
     for (int k = 0; k < t->nops; k++)
-        ts->metrics[k] = (sl_msg_op_metrics_t){v->nodes[k], t->ops[k]->records_in, t->ops[k]->records_out,
-                                               t->ops[k]->records_skipped};
+        ts->metrics[k] = (sl_msg_op_metrics_t){.node = v->nodes[k],
+                                               .records_in = t->ops[k]->records_in,
+                                               .records_out = t->ops[k]->records_out,
+                                               .records_skipped = t->ops[k]->records_skipped};
     pthread_mutex_lock(&dep->ckpt_mu);
     sl_buf_t *bufs = dep->final_state[local_slot(t)];
     dep->final_state[local_slot(t)] = NULL;
@@ -705,6 +817,7 @@ static int build_task(sl_deployment_t *dep, int v, int s, char *err, size_t errl
     t->ops = sl_calloc((size_t)t->nops, sizeof *t->ops);
     t->outs = sl_calloc((size_t)t->nops, sizeof *t->outs);
     t->wake = sl_calloc((size_t)t->nops, sizeof *t->wake);
+    sl_task_pub_init(t);
     const sl_plan_node_t *head = &plan->nodes[pv->nodes[0]];
     t->is_source = head->kind == SL_PLAN_SOURCE;
     t->final_mode = plan->cfg.ckpt_enabled;
@@ -875,6 +988,8 @@ int sl_deployment_new(const sl_plan_t *plan, const sl_job_code_t *code, const sl
     pthread_mutex_init(&dep->mu, NULL);
     pthread_mutex_init(&dep->ckpt_mu, NULL);
     pthread_cond_init(&dep->writer_cv, NULL);
+    pthread_mutex_init(&dep->reporter_mu, NULL);
+    pthread_cond_init(&dep->reporter_cv, NULL);
     dep->tasks = sl_calloc((size_t)(plan->nvertices ? plan->nvertices : 1), sizeof *dep->tasks);
     for (int v = 0; v < plan->nvertices; v++)
         dep->tasks[v] = sl_calloc((size_t)plan->vertices[v].parallelism, sizeof(sl_task_t));
@@ -958,6 +1073,7 @@ int sl_deployment_start(sl_deployment_t *dep, char *err, size_t errlen) {
         t->started = rc == 0;
     }
     pthread_mutex_unlock(&dep->mu);
+    if (rc == 0 && pthread_create(&dep->reporter, NULL, reporter_main, dep) == 0) dep->reporter_started = true;
     for (int i = 0; rc < 0 && i < dep->nlocal; i++) { /* the ones that never ran report the failure */
         sl_task_t *t = dep->local[i];
         if (t->started) continue;
@@ -974,6 +1090,7 @@ void sl_deployment_join(sl_deployment_t *dep) {
             pthread_join(dep->local[i]->thread, NULL);
             dep->local[i]->started = false;
         }
+    reporter_stop(dep);
     /* remote outputs of tasks that finished: let the data plane write what
      * is queued (up to 10 s; a failed channel is cancelled and drains at once) */
     int64_t deadline = sl_mono_ns() + 10 * 1000000000LL;
@@ -1037,6 +1154,7 @@ void sl_deployment_destroy(sl_deployment_t *dep) {
         sl_free(t->ops);
         sl_free(t->outs);
         sl_free(t->wake);
+        sl_task_pub_free(t);
         sl_mailbox_destroy(&t->mailbox);
         sl_waker_destroy(&t->waker);
     }
@@ -1051,6 +1169,8 @@ void sl_deployment_destroy(sl_deployment_t *dep) {
         sl_free(q);
     }
     pthread_cond_destroy(&dep->writer_cv);
+    pthread_cond_destroy(&dep->reporter_cv);
+    pthread_mutex_destroy(&dep->reporter_mu);
     pthread_mutex_destroy(&dep->ckpt_mu);
     for (int i = 0; i < dep->nchannels; i++) sl_channel_destroy(dep->channels[i]);
     sl_free(dep->channels);

@@ -46,6 +46,21 @@ typedef void (*sl_dep_send_fn)(void *ctx, sl_msg_t *m);
  * (embedded mode) such a deployment is refused.  plan and code must
  * outlive the deployment.  0, or an error with the message in err
  * (nothing was started). */
+/* Live metrics: while its tasks run, a deployment sends METRICS (every
+ * local subtask's cumulative figures) every SL_METRICS_REPORT_INTERVAL_MS
+ * (messages.h), and each task's final figures just before its terminal
+ * TASK_STATE. */
+/* The TaskManager id the deployment's METRICS reports name (before start). */
+void sl_deployment_set_tm_id(sl_deployment_t *dep, const char *tm_id);
+/* Prometheus metric families of a TaskManager (taskmanager.c names them):
+ * per operator, then per task (accumulated times, ms). */
+enum {
+    SL_PROM_OP_IN, SL_PROM_OP_OUT, SL_PROM_OP_IN_WM, SL_PROM_OP_OUT_WM, SL_PROM_OP_LATE,
+    SL_PROM_TASK_BUSY, SL_PROM_TASK_IDLE, SL_PROM_TASK_BP, SL_PROM_NFAMILIES
+};
+/* Appends family's samples (named `name`) for the deployment's subtasks
+ * (any thread: reads what the tasks published). */
+void sl_deployment_prom_family(sl_deployment_t *dep, int family, const char *name, const char *tm_id, sl_buf_t *out);
 int sl_deployment_new(const sl_plan_t *plan, const sl_job_code_t *code, const sl_msg_deploy_t *d,
                       sl_data_plane_t *dp, sl_dep_send_fn send, void *send_ctx, sl_deployment_t **out, char *err,
                       size_t errlen);

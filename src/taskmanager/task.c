@@ -18,6 +18,7 @@
 #include "common/common.h"
 #include "operators/source_op.h"
 #include "taskmanager/task_int.h"
+#include "windowing/window.h"
 
 #define SOURCE_BATCH 512
 #define MAX_IDLE_WAIT_NS 50000000LL
@@ -294,6 +295,7 @@ static void out_record(sl_op_output_t *o, int tag, const sl_record_t *rec) {
 
 static void out_watermark(sl_op_output_t *o, int64_t wm) {
     sl_chain_out_t *co = (sl_chain_out_t *)o;
+    co->out_wm = wm;
     for (int t = 0; t < co->ntags; t++) {
         sl_tag_route_t *r = &co->tags[t];
         for (int i = 0; i < r->nops; i++) {
@@ -319,6 +321,7 @@ void sl_chain_out_init(sl_chain_out_t *co, sl_task_t *t, int ntags) {
     co->base.status = out_status;
     co->task = t;
     co->ntags = ntags;
+    co->out_wm = INT64_MIN;
     co->tags = sl_calloc((size_t)ntags, sizeof *co->tags);
 }
 
@@ -564,10 +567,94 @@ static bool data_ended_all(const sl_task_t *t) {
 
 static void end_of_data(sl_task_t *t);
 
+/* ---- live metrics ---- */
+
+void sl_task_pub_init(sl_task_t *t) {
+    t->pub.ops = sl_calloc((size_t)(t->nops ? t->nops : 1), sizeof *t->pub.ops);
+    atomic_init(&t->pub.start_ns, 0);
+    atomic_init(&t->pub.time_ns, 0);
+    atomic_init(&t->pub.busy_ns, 0);
+    atomic_init(&t->pub.idle_ns, 0);
+    atomic_init(&t->pub.backpressured_ns, 0);
+    for (int i = 0; i < t->nops; i++) {
+        sl_op_pub_t *p = &t->pub.ops[i];
+        atomic_init(&p->records_in, 0);
+        atomic_init(&p->records_out, 0);
+        atomic_init(&p->records_skipped, 0);
+        atomic_init(&p->in_wm, INT64_MIN);
+        atomic_init(&p->out_wm, INT64_MIN);
+        atomic_init(&p->late_dropped, 0);
+    }
+}
+
+void sl_task_pub_free(sl_task_t *t) {
+    sl_free(t->pub.ops);
+    t->pub.ops = NULL;
+}
+
+#define PUB(field, v) atomic_store_explicit(&(field), (v), memory_order_relaxed)
+
+void sl_task_publish_metrics(sl_task_t *t) {
+    if (SL_UNLIKELY(!t->pub.ops)) return;
+    /* back-pressure: time blocked for a free buffer on the task's output
+     * channels (channel.c counts it per channel) */
+    int64_t bp = 0;
+    for (int w = 0; w < t->nwriters; w++)
+        for (int c = 0; c < t->writers[w]->nch; c++)
+            bp += atomic_load_explicit(&t->writers[w]->ch[c]->backpressured_ns, memory_order_relaxed);
+    int64_t now = sl_mono_ns();
+    int64_t busy = now - t->start_ns - t->idle_ns - bp;
+    t->busy_ns = busy > 0 ? busy : 0;
+    PUB(t->pub.time_ns, now);
+    PUB(t->pub.idle_ns, t->idle_ns);
+    PUB(t->pub.backpressured_ns, bp);
+    PUB(t->pub.busy_ns, t->busy_ns);
+    for (int i = 0; i < t->nops; i++) {
+        const sl_operator_t *op = t->ops[i];
+        sl_op_pub_t *p = &t->pub.ops[i];
+        PUB(p->records_in, op->records_in);
+        PUB(p->records_out, op->records_out);
+        PUB(p->records_skipped, op->records_skipped);
+        PUB(p->in_wm, op->wm);
+        PUB(p->out_wm, t->outs[i].out_wm);
+        PUB(p->late_dropped, sl_window_op_late_dropped(op));
+    }
+}
+
+#define LD(field) atomic_load_explicit(&(field), memory_order_relaxed)
+
+void sl_task_read_times(const sl_task_t *t, int64_t *at_ns, int64_t *busy, int64_t *idle, int64_t *bp) {
+    *at_ns = LD(t->pub.time_ns);
+    *busy = LD(t->pub.busy_ns);
+    *idle = LD(t->pub.idle_ns);
+    *bp = LD(t->pub.backpressured_ns);
+    int64_t start = LD(t->pub.start_ns);
+    if (!start || !*at_ns) return;
+    int64_t now = sl_mono_ns(), bp_now = 0;
+    bool waiting = false;
+    for (int w = 0; w < t->nwriters; w++)
+        for (int c = 0; c < t->writers[w]->nch; c++) {
+            const sl_channel_t *ch = t->writers[w]->ch[c];
+            int64_t since = LD(ch->waiting_since_ns);
+            bp_now += LD(ch->backpressured_ns);
+            if (since > 0 && since >= *at_ns && now > since) {
+                waiting = true;
+                bp_now += now - since;
+            }
+        }
+    if (!waiting) return;
+    /* blocked since after its last publication: not idle meanwhile */
+    int64_t b = now - start - *idle - bp_now;
+    *at_ns = now;
+    *bp = bp_now;
+    *busy = b > 0 ? b : 0;
+}
+
 static void run_loop(sl_task_t *t) {
     bool source_done = false;
     bool gate_done[2] = {false, false};
     while (!atomic_load_explicit(&t->cancel, memory_order_relaxed) && !t->failed) {
+        sl_task_publish_metrics(t);
         if (sl_mailbox_drain(&t->mailbox, t) && (atomic_load(&t->cancel) || t->failed)) break;
         if (SL_UNLIKELY(t->sync_id)) { /* stop-with-savepoint: only mail until it completes */
             if (t->stopped) break;
@@ -687,6 +774,8 @@ static void finish_chain(sl_task_t *t) {
 
 void *sl_task_main(void *arg) {
     sl_task_t *t = arg;
+    t->start_ns = sl_mono_ns();
+    PUB(t->pub.start_ns, t->start_ns);
     sl_op_bind_thread(t, t->ops, t->nops);
     for (int i = t->nops - 1; i >= 0 && !t->failed; i--) {
         sl_operator_t *op = t->ops[i];
@@ -713,6 +802,7 @@ void *sl_task_main(void *arg) {
     }
     for (int i = 0; i < t->nops; i++)
         if (t->ops[i]->vt->close) t->ops[i]->vt->close(t->ops[i]);
+    sl_task_publish_metrics(t); /* the final figures, before the task reports its end */
     if (t->failed)
         sl_deployment_task_failed(t->dep, t);
     else {

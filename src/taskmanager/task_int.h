@@ -31,7 +31,29 @@ typedef struct sl_chain_out {
     sl_task_t *task;
     sl_tag_route_t *tags; /* indexed by tag id */
     int ntags;
+    int64_t out_wm;       /* the last watermark the operator emitted (INT64_MIN: none) */
 } sl_chain_out_t;
+
+/*
+ * Live metrics (Flink's task and operator metrics): the task thread counts
+ * in its own plain variables and publishes copies here once per loop turn
+ * (sl_task_publish_metrics) with relaxed atomic stores; the deployment's
+ * metrics reporter reads them from another thread with relaxed loads.
+ * Every value is monotone or a level on its own; a report is not a
+ * consistent cut across values (as in Flink).  No per-record atomics.
+ */
+typedef struct sl_op_pub {
+    atomic_llong records_in, records_out, records_skipped;
+    atomic_llong in_wm, out_wm;  /* combined input / last output watermark */
+    atomic_llong late_dropped;   /* window operators: late records dropped */
+} sl_op_pub_t;
+
+typedef struct sl_task_pub {
+    atomic_llong start_ns;       /* when the task thread started (0: not yet) */
+    atomic_llong time_ns;        /* when the figures below were published */
+    atomic_llong busy_ns, idle_ns, backpressured_ns; /* since the task started */
+    sl_op_pub_t *ops;            /* per chained operator (allocated with the task) */
+} sl_task_pub_t;
 
 /* Consuming end of one logical input of the head operator (Flink's
  * InputGate): its channels and their watermark valve. */
@@ -108,7 +130,22 @@ struct sl_task {
     bool final_done;
     /* metrics */
     int64_t busy_ns, idle_ns;
+    int64_t start_ns;            /* when the task thread started (sl_mono_ns) */
+    sl_task_pub_t pub;           /* published copies (see sl_task_pub_t) */
 };
+
+/* Task thread: publishes the task's counters, times and watermarks to
+ * t->pub (relaxed stores; called once per loop turn and at the end). */
+void sl_task_publish_metrics(sl_task_t *t);
+/* Any thread: t's cumulative busy / idle / back-pressured time as of
+ * *at_ns.  A task blocked on a full output channel publishes nothing
+ * while it waits; then the wait so far counts as back-pressured and the
+ * figures are as of now. */
+void sl_task_read_times(const sl_task_t *t, int64_t *at_ns, int64_t *busy, int64_t *idle, int64_t *bp);
+/* Allocates / frees t->pub for t->nops operators (the builder's thread,
+ * before the task starts / after it was joined). */
+void sl_task_pub_init(sl_task_t *t);
+void sl_task_pub_free(sl_task_t *t);
 
 void *sl_task_main(void *arg);
 void sl_task_cancel(sl_task_t *t);

@@ -5,9 +5,11 @@
  */
 #include "taskmanager/taskmanager.h"
 
+#include <pthread.h>
 #include <stdio.h>
 
 #include "common/common.h"
+#include "metrics/prom.h"
 #include "taskmanager/deployment.h"
 
 struct sl_taskmanager {
@@ -15,6 +17,7 @@ struct sl_taskmanager {
     char *id;
     sl_deployment_t **deps;      /* at most one per job: the newest attempt */
     int ndeps;
+    pthread_mutex_t deps_mu;     /* held while deps changes (and by sl_tm_prom_render) */
 };
 
 sl_taskmanager_t *sl_tm_new(const sl_tm_config_t *cfg) {
@@ -22,6 +25,7 @@ sl_taskmanager_t *sl_tm_new(const sl_tm_config_t *cfg) {
     tm->cfg = *cfg;
     tm->id = sl_strdup(cfg->id ? cfg->id : "tm");
     tm->cfg.id = tm->id;
+    pthread_mutex_init(&tm->deps_mu, NULL);
     return tm;
 }
 
@@ -56,8 +60,11 @@ static void deploy(sl_taskmanager_t *tm, const sl_msg_deploy_t *d) {
     int i = find(tm, d->job_id);
     if (i >= 0) { /* the previous attempt has ended (the JobManager waited for it): release it */
         sl_deployment_cancel(tm->deps[i]);
-        sl_deployment_destroy(tm->deps[i]);
+        pthread_mutex_lock(&tm->deps_mu);
+        sl_deployment_t *old = tm->deps[i];
         tm->deps[i] = tm->deps[--tm->ndeps];
+        pthread_mutex_unlock(&tm->deps_mu);
+        sl_deployment_destroy(old);
     }
     char err[1024] = "";
     const sl_plan_t *plan = NULL;
@@ -77,6 +84,7 @@ static void deploy(sl_taskmanager_t *tm, const sl_msg_deploy_t *d) {
         refuse(tm, d, rc, err);
         return;
     }
+    sl_deployment_set_tm_id(dep, tm->id);
     if (tm->cfg.dp) { /* a cluster TaskManager says what it runs */
         char what[2048];
         size_t k = 0;
@@ -89,8 +97,10 @@ static void deploy(sl_taskmanager_t *tm, const sl_msg_deploy_t *d) {
         fprintf(stderr, "sluice taskmanager %s: deploying job '%s' attempt %d%s: %s\n", tm->id, d->job_id, d->attempt,
                 d->restore_path[0] ? " from its checkpoint" : "", what);
     }
+    pthread_mutex_lock(&tm->deps_mu);
     tm->deps = sl_realloc(tm->deps, (size_t)(tm->ndeps + 1) * sizeof *tm->deps);
     tm->deps[tm->ndeps++] = dep;
+    pthread_mutex_unlock(&tm->deps_mu);
     sl_deployment_start(dep, err, sizeof err); /* a task that cannot start reports its failure */
 }
 
@@ -135,5 +145,25 @@ void sl_tm_destroy(sl_taskmanager_t *tm) {
     }
     sl_free(tm->deps);
     sl_free(tm->id);
+    pthread_mutex_destroy(&tm->deps_mu);
     sl_free(tm);
+}
+
+void sl_tm_prom_render(sl_taskmanager_t *tm, sl_buf_t *out) {
+    static const char *const names[SL_PROM_NFAMILIES] = {
+        [SL_PROM_OP_IN] = "flink_taskmanager_job_task_operator_numRecordsIn",
+        [SL_PROM_OP_OUT] = "flink_taskmanager_job_task_operator_numRecordsOut",
+        [SL_PROM_OP_IN_WM] = "flink_taskmanager_job_task_operator_currentInputWatermark",
+        [SL_PROM_OP_OUT_WM] = "flink_taskmanager_job_task_operator_currentOutputWatermark",
+        [SL_PROM_OP_LATE] = "flink_taskmanager_job_task_operator_numLateRecordsDropped",
+        [SL_PROM_TASK_BUSY] = "flink_taskmanager_job_task_accumulatedBusyTime",
+        [SL_PROM_TASK_IDLE] = "flink_taskmanager_job_task_accumulatedIdleTime",
+        [SL_PROM_TASK_BP] = "flink_taskmanager_job_task_accumulatedBackPressuredTime",
+    };
+    pthread_mutex_lock(&tm->deps_mu);
+    for (int f = 0; f < SL_PROM_NFAMILIES; f++) {
+        sl_prom_type(out, names[f]);
+        for (int i = 0; i < tm->ndeps; i++) sl_deployment_prom_family(tm->deps[i], f, names[f], tm->id, out);
+    }
+    pthread_mutex_unlock(&tm->deps_mu);
 }

@@ -49,4 +49,7 @@ void sl_tm_channel_failed(sl_taskmanager_t *tm, uint64_t id, const char *why);
 /* Cancels and joins every deployment, then frees. */
 void sl_tm_destroy(sl_taskmanager_t *tm);
 
+/* Prometheus text of every subtask this TaskManager runs (flink_taskmanager_job_task_* names); any thread. */
+void sl_tm_prom_render(sl_taskmanager_t *tm, sl_buf_t *out);
+
 #endif

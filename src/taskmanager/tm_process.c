@@ -12,6 +12,7 @@
 
 #include "common/common.h"
 #include "common/workq.h"
+#include "metrics/prom.h"
 #include "protocol/rpc.h"
 #include "taskmanager/net/data_plane.h"
 
@@ -30,6 +31,7 @@ struct sl_tm_process {
     sl_rpc_t *rpc;
     sl_data_plane_t *dp;
     sl_taskmanager_t *tm;
+    sl_prom_server_t *prom;
     sl_rpc_timer_t *timer;
     pthread_mutex_t mu;          /* conn, registered, the times */
     sl_workq_t work;             /* the JobManager's messages, on their own thread */
@@ -196,6 +198,9 @@ static void on_tick(void *ctx) {
     if (conn) sl_rpc_conn_release(conn);
 }
 
+/* Prometheus (its server's thread): what this TaskManager's subtasks published. */
+static void prom_render(void *ctx, sl_buf_t *out) { sl_tm_prom_render(((sl_tm_process_t *)ctx)->tm, out); }
+
 int sl_tm_process_new(const sl_tm_process_config_t *cfg, sl_tm_process_t **out, char *err, size_t errlen) {
     *out = NULL;
     sl_tm_process_t *p = sl_calloc(1, sizeof *p);
@@ -229,6 +234,7 @@ int sl_tm_process_new(const sl_tm_process_config_t *cfg, sl_tm_process_t **out, 
         p->work_started = rc == 0;
         if (rc < 0) sl_errf(err, errlen, rc, "cannot start the TaskManager's worker thread");
     }
+    if (rc == 0 && cfg->prom_port) rc = sl_prom_server_new(NULL, cfg->prom_port, prom_render, p, &p->prom, err, errlen);
     if (rc == 0) {
         sl_rpc_config_t rcfg = {.secret = p->secret, .name = p->id};
         rc = sl_rpc_new(&rcfg, &p->rpc, err, errlen);
@@ -254,6 +260,8 @@ bool sl_tm_process_registered(sl_tm_process_t *p) {
 
 int sl_tm_process_data_port(const sl_tm_process_t *p) { return sl_data_plane_port(p->dp); }
 
+int sl_tm_process_prom_port(const sl_tm_process_t *p) { return p->prom ? sl_prom_server_port(p->prom) : -1; }
+
 void sl_tm_process_destroy(sl_tm_process_t *p) {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
@@ -261,6 +269,7 @@ void sl_tm_process_destroy(sl_tm_process_t *p) {
     pthread_mutex_unlock(&p->mu);
     if (p->rpc) sl_rpc_destroy(p->rpc); /* closes the connection: on_closed queues the cancellation */
     if (p->work_started) sl_workq_stop(&p->work); /* runs what is queued, the cancellation included */
+    sl_prom_server_destroy(p->prom); /* before the TaskManager it reads */
     if (p->tm) sl_tm_destroy(p->tm);
     if (p->dp) sl_data_plane_destroy(p->dp);
     if (p->work_started) sl_workq_free(&p->work);

@@ -37,12 +37,17 @@ typedef struct sl_tm_process_config {
     int (*resolve)(void *ctx, const sl_msg_deploy_t *d, const sl_plan_t **plan, const sl_job_code_t **code, char *err,
                    size_t errlen);
     void *resolve_ctx;
+    /* metrics.reporter.prom.port when metrics.reporter.prom.enabled (a port
+     * or a range); NULL: no Prometheus endpoint */
+    const char *prom_port;
 } sl_tm_process_config_t;
 
 int sl_tm_process_new(const sl_tm_process_config_t *cfg, sl_tm_process_t **out, char *err, size_t errlen);
 /* Whether the JobManager has accepted the registration (any thread). */
 bool sl_tm_process_registered(sl_tm_process_t *p);
 int sl_tm_process_data_port(const sl_tm_process_t *p);
+/* The Prometheus endpoint's port, or -1 when there is none. */
+int sl_tm_process_prom_port(const sl_tm_process_t *p);
 void sl_tm_process_destroy(sl_tm_process_t *p);
 
 #endif
