@@ -86,6 +86,7 @@ static inline pid_t cl_spawn(const char *log, char *const argv[]) {
     if (pid == 0) {
         FILE *f = freopen(log, "a", stderr);
         if (!f || dup2(fileno(stderr), 1) < 0) _exit(126);
+        setenv("TMPDIR", sl_test_tmpdir(), 1); /* their scratch files (artifacts, RocksDB) stay in the test's */
         if (cl_g_netns) {
             char *nargv[40] = {"ip", "netns", "exec", (char *)cl_g_netns, SLUICE_BIN};
             int k = 5;

@@ -66,6 +66,10 @@ int sl_cli_jobmanager(int argc, char **argv) {
     fprintf(stderr, "sluice jobmanager: stopping\n");
     sl_dispatcher_destroy(d);
     sl_config_free(&cfg);
+    /* the uploads were this process's (a directory it made for itself): they go with it */
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", artifacts);
+    if (system(cmd) != 0) fprintf(stderr, "sluice jobmanager: could not remove %s\n", artifacts);
     return 0;
 }
 
