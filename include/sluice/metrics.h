@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 
-#include "sluice/sluice.h"
+#include "sluice.h"
 
 /* One operator of one subtask, as of the latest report.  Strings are valid
  * during the listener call only. */
