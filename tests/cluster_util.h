@@ -41,6 +41,7 @@ typedef struct cluster {
     const char *hb_interval, *hb_timeout, *slot_timeout, *secret;
     bool evenly;
     const char *jm_host;  /* jobmanager.rpc.address, default 127.0.0.1 */
+    const char *jm_extra; /* one more key=value for the JobManager (-D), or NULL */
 } cluster_t;
 
 static inline int64_t cl_now_ms(void) {
@@ -185,7 +186,11 @@ static inline void cl_start_jm(cluster_t *c) {
     snprintf(even, sizeof even, "cluster.evenly-spread-out-slots=%s", c->evenly ? "true" : "false");
     snprintf(addr, sizeof addr, "jobmanager.rpc.address=%s", c->jm_host ? c->jm_host : "127.0.0.1");
     char *argv[] = {"sluice", "jobmanager", "-D", rpc, "-D", rest, "-D", hbi,  "-D", hbt, "-D",
-                    slot,     "-D",         sec,  "-D", even, "-D", addr, NULL};
+                    slot,     "-D",         sec,  "-D", even, "-D", addr, NULL, NULL, NULL};
+    if (c->jm_extra) {
+        argv[18] = "-D";
+        argv[19] = (char *)c->jm_extra;
+    }
     c->jm.pid = cl_spawn(c->jm.log, argv);
 }
 

@@ -252,6 +252,9 @@ static int cli(cluster_t *c, const char *verb_args, char *path, size_t cap) {
 TEST(savepoint_stop_and_restore) {
     cluster_t c;
     cl_cluster_init(&c, "savepoint");
+    char spdefault[1400];
+    snprintf(spdefault, sizeof spdefault, "execution.checkpointing.savepoint-dir=%s/spdefault", c.dir);
+    c.jm_extra = spdefault; /* the cluster's default savepoint directory */
     cl_start_jm(&c);
     for (int i = 1; i <= 2; i++) cl_start_tm(&c, i, 2, NULL, NULL);
     CHECK(cl_wait_tms(&c, 2, 10000));
@@ -270,6 +273,10 @@ TEST(savepoint_stop_and_restore) {
     CHECK_EQ(access(meta, F_OK), 0);
     cl_job_state(&c, id, st, sizeof st);
     CHECK(!strcmp(st, "RUNNING")); /* an intermediate savepoint: the job goes on */
+    char sp0[4300];
+    snprintf(verb, sizeof verb, "savepoint -m 127.0.0.1:%d %s", c.rest_port, id); /* no directory: the cluster's */
+    CHECK_EQ(cli(&c, verb, sp0, sizeof sp0), 0);
+    CHECK(strstr(sp0, "/spdefault/savepoint-") != NULL);
     /* refusals, with the reason */
     snprintf(verb, sizeof verb, "savepoint -m 127.0.0.1:%d %s relative/dir", c.rest_port, id);
     CHECK(cli(&c, verb, NULL, 0) != 0);

@@ -48,6 +48,7 @@ int sl_cli_jobmanager(int argc, char **argv) {
                                  .heartbeat_timeout_ms = cfg.heartbeat_timeout_ms,
                                  .slot_request_timeout_ms = cfg.slot_request_timeout_ms,
                                  .evenly_spread_out_slots = cfg.evenly_spread_out_slots,
+                                 .savepoint_dir = cfg.savepoint_dir,
                                  .compile = compile,
                                  .prom_port = cfg.prom_enabled ? cfg.prom_port : NULL};
     sl_dispatcher_t *d = NULL;

@@ -875,7 +875,9 @@ static int rest_savepoint(void *ud, const char *id, const sl_rest_savepoint_req_
     int kind = req->stop ? (req->drain ? SL_SNAP_SAVEPOINT_TERMINATE : SL_SNAP_SAVEPOINT_SUSPEND)
                          : req->cancel_job ? SL_SNAP_SAVEPOINT_SUSPEND : SL_SNAP_SAVEPOINT;
     int64_t sid = 0;
-    int rc = sl_jm_savepoint(j->jm, req->target_dir, kind, &sid, err, errlen);
+    const char *dir = req->target_dir; /* the request's, else the job's, else the cluster's */
+    if (!dir && !sl_jm_plan(j->jm)->cfg.savepoint_dir[0]) dir = d->cfg.savepoint_dir;
+    int rc = sl_jm_savepoint(j->jm, dir, kind, &sid, err, errlen);
     if (rc < 0) return rc;
     char names[2000];
     if (sl_plan_derived_uids(sl_jm_plan(j->jm), names, sizeof names) > 0)
@@ -976,6 +978,7 @@ int sl_dispatcher_new(const sl_dispatcher_config_t *cfg, sl_dispatcher_t **out, 
     *out = NULL;
     sl_dispatcher_t *d = sl_calloc(1, sizeof *d);
     d->cfg = *cfg;
+    d->cfg.savepoint_dir = cfg->savepoint_dir && cfg->savepoint_dir[0] ? sl_strdup(cfg->savepoint_dir) : NULL;
     d->secret = sl_strdup(cfg->secret ? cfg->secret : "");
     d->cfg.secret = d->secret;
     if (d->cfg.heartbeat_interval_ms <= 0) d->cfg.heartbeat_interval_ms = 10000;
@@ -1052,5 +1055,6 @@ void sl_dispatcher_destroy(sl_dispatcher_t *d) {
     for (int i = 0; i < d->nops; i++) sl_free(d->ops[i]);
     pthread_mutex_destroy(&d->ops_mu);
     sl_free(d->secret);
+    sl_free((char *)d->cfg.savepoint_dir);
     sl_free(d);
 }

@@ -38,6 +38,9 @@ typedef struct sl_dispatcher_config {
     int64_t heartbeat_timeout_ms;    /* heartbeat.timeout (50 s) */
     int64_t slot_request_timeout_ms; /* slot.request.timeout (5 min) */
     bool evenly_spread_out_slots;    /* cluster.evenly-spread-out-slots */
+    const char *savepoint_dir;       /* execution.checkpointing.savepoint-dir of the cluster: where a
+                                      * savepoint goes when neither the request nor the job names a
+                                      * directory (NULL: none) */
     /* The plan of an artifact built with its arguments (the JobManager's
      * side of the job loader).  artifact is "builtin:NAME" or a path. */
     int (*compile)(void *ctx, const char *artifact, int nargs, char **args, sl_plan_t **plan, char *err,
