@@ -10,8 +10,9 @@
  *                renamed to  dir/part-<subtask>-<n>  (visible), fsync dir;
  *                a part file that already exists was committed before: the
  *                pending copy is dropped (idempotent)
- *   finish       end of a bounded input: pending files and the rest are
- *                committed (Flink commits them with a final checkpoint)
+ *   finish       end of a bounded input: with checkpointing it runs after
+ *                the final checkpoint (FLIP-147) committed everything;
+ *                without, pending files and the rest are committed here
  *
  * Hidden names start with a dot, so readers of dir see only committed,
  * complete part files.  `attempt` is unique per run of the job, so files of
