@@ -136,6 +136,7 @@ static sl_ckpt_task_snap_t *take_snapshot(sl_task_t *t, int64_t id, int64_t ts, 
         return NULL;
     }
     t->checkpoints++;
+    if (id > t->last_snap_id) t->last_snap_id = id;
     if (sl_snap_is_sync(kind)) t->sync_id = id; /* stop-with-savepoint: nothing more until it completes */
     if (t->data_ended && !t->final_id) t->final_id = id; /* the final checkpoint: it covers the end of input */
     snap->sync_ns = sl_mono_ns() - t0;
@@ -227,6 +228,11 @@ static void trigger_mail(void *owner, void *arg) {
     sl_task_t *t = owner;
     ckpt_mail_t *m = arg;
     bool acts = t->is_source || (t->ngates > 0 && inputs_ended(t));
+    if (!acts && m->id > t->late_id) { /* see run_loop: taken when the inputs end without its barrier */
+        t->late_id = m->id;
+        t->late_ts = m->ts;
+        t->late_kind = m->kind;
+    }
     if (acts && !t->failed && !t->finished && !t->sync_id) {
         if (m->kind == SL_SNAP_SAVEPOINT_TERMINATE && t->is_source) sl_source_op_drain(t->ops[0]);
         if (!t->failed) perform_checkpoint(t, m->id, m->ts, m->kind);
@@ -722,6 +728,18 @@ static void run_loop(sl_task_t *t) {
             }
             if (t->final_mode && !t->data_ended && !t->failed && !t->sync_id && data_ended_all(t)) {
                 end_of_data(t);
+                did = true;
+            }
+            /* every input ended while a checkpoint was pending whose barrier no
+             * predecessor will send any more (they finished): take it now, with
+             * all the input in it (its trigger came while the task could not
+             * act on it) */
+            if (SL_UNLIKELY(t->final_mode && t->data_ended && !t->final_done && !t->failed && !t->sync_id &&
+                            t->late_id > t->last_snap_id && t->late_id > t->bh.last_triggered && t->bh.current < 0 &&
+                            inputs_ended(t))) {
+                int64_t id = t->late_id;
+                t->late_id = 0;
+                perform_checkpoint(t, id, t->late_ts, t->late_kind);
                 did = true;
             }
             /* without checkpointing the end of input ends the task; with it,

@@ -128,6 +128,12 @@ struct sl_task {
     bool data_ended;
     int64_t final_id;
     bool final_done;
+    /* the newest trigger this task saw while it could not act on it (not a
+     * source, inputs still open), and the newest snapshot it took: when its
+     * inputs then end without that checkpoint's barrier (every predecessor
+     * finished before injecting it), the task takes it itself */
+    int64_t late_id, late_ts, last_snap_id;
+    int late_kind;
     /* metrics */
     int64_t busy_ns, idle_ns;
     int64_t start_ns;            /* when the task thread started (sl_mono_ns) */
