@@ -125,7 +125,19 @@ class Page:
         return False
 
     def eval(self, js):
-        r = self.call("Runtime.evaluate", expression=js, returnByValue=True, awaitPromise=True)
+        # A page that navigates (a reload after the login, a new route) drops
+        # its execution context under an evaluation: that is "not yet", so
+        # try again for a while rather than fail the run.
+        for _ in range(50):
+            try:
+                r = self.call("Runtime.evaluate", expression=js, returnByValue=True, awaitPromise=True)
+                break
+            except RuntimeError as e:
+                if "navigated or closed" not in str(e) and "context" not in str(e):
+                    raise
+                time.sleep(0.1)
+        else:
+            return False, "the page kept navigating"
         if "exceptionDetails" in r:
             return False, str(r["exceptionDetails"].get("exception", {}).get("description", r["exceptionDetails"]))
         return True, r.get("result", {}).get("value")
