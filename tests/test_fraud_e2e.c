@@ -60,9 +60,13 @@
 #define PARTITIONS 12
 #define IDLE_PARTITION 11
 /* A record this deep into its partition is read after every partition has
- * delivered its first records: the producer writes 100-record batches round
- * robin and the job fetches 8 KiB per partition (one batch), so a reader
- * gets the partitions interleaved batch by batch. */
+ * delivered its first records: the Kafka source takes an equal share of
+ * each of its partitions per poll (however librdkafka's fetches arrive), so
+ * a partition cannot be FIRST_CHUNKS records ahead of one that has not
+ * delivered yet unless that one's first fetch is late by the seconds the
+ * throttled job needs to read that far.  (Before the source polled its
+ * partitions in turn, a fetch arriving a few rounds late let another
+ * partition's late transactions in before the watermark had moved.) */
 #define FIRST_CHUNKS 400
 
 /* ---- the input, read back, and what it must give ---- */

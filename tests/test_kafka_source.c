@@ -1,7 +1,8 @@
 /* test_kafka_source.c — the Kafka source against a real broker: every record
  * of every partition exactly once, exact rewind on restore (also at another
  * parallelism), starting positions, per-partition watermarks with idle
- * partitions, the poison-record policies, RAW records, and partitions added
+ * partitions, partitions that advance together however their fetches
+ * arrive, the poison-record policies, RAW records, and partitions added
  * while the job runs. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -155,6 +156,65 @@ TEST(restore_rewinds_exactly_at_another_parallelism) {
     free(before.ids);
     free(after.ids);
     sl_buf_free(&uni);
+    src.ops->destroy(src.ctx);
+    sl_schema_unref(src.schema);
+    sl_schema_unref(schema);
+}
+
+/* Partitions advance together: with everything already fetched (a large
+ * max.partition.fetch.bytes, so one fetch holds a partition's whole log),
+ * every poll takes an equal share from each partition, so no partition gets
+ * more than one poll's worth ahead of another — whatever order librdkafka
+ * queued the fetches in.  (Emitting in fetch order gives one partition's
+ * whole log first.) */
+TEST(partitions_advance_together) {
+    const char *topic = kt_name("src-fair");
+    enum { P = 4, PER = 1000, POLL = 64 };
+    CHECK_EQ(kt_create_topic(topic, P), 0);
+    CHECK_EQ(fill(topic, P, 0, (int64_t)P * PER, 0), 0);
+    sl_schema_t *schema = sl_schema_parse(ID_TS, NULL, 0);
+    sl_kafka_source_opts_t o = opts_for(topic, schema);
+    const char *props[] = {"max.partition.fetch.bytes=4194304", NULL};
+    o.properties = props;
+    sl_source_t src = sl_kafka_source(&o);
+    char err[512];
+    void *r;
+    int ns;
+    CHECK_EQ(src.ops->create_reader(src.ctx, 0, 1, &r, &ns, err, sizeof err), 0);
+    CHECK_EQ(ns, P);
+    sl_source_output_t *out = sl_src_output_test_new(schema);
+    int64_t per[P] = {0}, total = 0, worst = 0;
+    int rc = src.ops->poll(r, out, 1, err, sizeof err); /* starts: assigns the partitions */
+    CHECK(rc >= 0);
+    for (int64_t i = 0; i < sl_src_output_test_count(out); i++) {
+        sl_record_t rec = sl_src_output_test_get(out, i);
+        per[sl_row_i64(&rec.row, 0) % P]++;
+    }
+    total = sl_src_output_test_count(out);
+    kt_sleep_ms(1500); /* librdkafka fetches every partition's whole log meanwhile */
+    for (int idle = 0; total < (int64_t)P * PER && idle < 5000 && rc >= 0;) {
+        sl_src_output_test_clear(out);
+        rc = src.ops->poll(r, out, POLL, err, sizeof err);
+        CHECK(rc >= 0);
+        int64_t n = sl_src_output_test_count(out);
+        for (int64_t i = 0; i < n; i++) {
+            sl_record_t rec = sl_src_output_test_get(out, i);
+            per[sl_row_i64(&rec.row, 0) % P]++;
+        }
+        total += n;
+        idle = n ? 0 : idle + 1;
+        if (!n) kt_sleep_ms(1);
+        int64_t lo = PER, hi = 0;
+        for (int p = 0; p < P; p++) lo = SL_MIN(lo, per[p]), hi = SL_MAX(hi, per[p]);
+        if (hi - lo > worst) worst = hi - lo;
+        if (rc == SL_SRC_END) break;
+    }
+    fprintf(stderr, "  %lld records from %d partitions in polls of %d: at most %lld apart\n", (long long)total, P,
+            POLL, (long long)worst);
+    CHECK_EQ(total, (int64_t)P * PER);
+    CHECK(worst <= POLL);
+    sl_src_output_test_free(out);
+    src.ops->destroy_reader(r);
     src.ops->destroy(src.ctx);
     sl_schema_unref(src.schema);
     sl_schema_unref(schema);
@@ -606,6 +666,7 @@ int main(void) {
     RUN(restore_rewinds_exactly_at_another_parallelism);
     RUN(starting_positions);
     RUN(per_partition_watermarks_and_idle_partitions);
+    RUN(partitions_advance_together);
     RUN(poison_records_fail_skip_dead_letter);
     RUN(raw_records_with_metadata);
     RUN(new_partitions_are_picked_up);

@@ -9,6 +9,12 @@
  * partition; a partition found later by the periodic metadata refresh gets
  * a new split (sl_src_add_split) and starts at its earliest offset.
  *
+ * Fairness.  Each partition's fetch queue is its own (taken off the
+ * consumer's before fetching starts) and a poll takes an equal share from
+ * each in turn, so partitions advance together however their fetches
+ * interleave: a partition whose first fetch comes late does not find the
+ * others already far ahead of the watermark it holds back.
+ *
  * Positions.  Per partition the reader keeps `next`, the offset after the
  * last record it emitted.  A checkpoint writes (topic, partition, next) for
  * every owned partition; a restore receives the union over the old
@@ -70,6 +76,7 @@ typedef struct ks_part {
     int64_t next; /* next offset to emit, or KS_UNRESOLVED */
     int64_t stop; /* bounded: the end offset; -1 unbounded */
     bool done;
+    rd_kafka_queue_t *q; /* its own fetch queue (not forwarded to the consumer's) */
 } ks_part_t;
 
 typedef struct ks_pos {
@@ -87,6 +94,7 @@ typedef struct ks_reader {
     rd_kafka_queue_t *q;
     ks_part_t *parts; /* split i is parts[i] */
     int nparts, live;
+    int rr; /* the split the next poll starts with */
     int **index; /* per topic: partition -> part index, or -1 */
     int *known;  /* per topic: partitions known */
     ks_pos_t *restored; /* restored positions of partitions not (yet) known */
@@ -117,6 +125,8 @@ static int64_t mono_ms(void) { return sl_mono_ns() / 1000000; }
 
 static void reader_free(ks_reader_t *r) {
     if (!r) return;
+    for (int i = 0; i < r->nparts; i++)
+        if (r->parts[i].q) rd_kafka_queue_destroy(r->parts[i].q);
     if (r->q) rd_kafka_queue_destroy(r->q);
     if (r->rk) {
         rd_kafka_consumer_close(r->rk);
@@ -159,6 +169,7 @@ static ks_part_t *add_part(ks_reader_t *r, int t, int32_t p) {
     pt->next = KS_UNRESOLVED;
     pt->stop = -1;
     pt->done = false;
+    pt->q = NULL;
     if (p >= r->known[t]) {
         r->index[t] = sl_realloc(r->index[t], (size_t)(p + 1) * sizeof(int));
         for (int i = r->known[t]; i <= p; i++) r->index[t][i] = -1;
@@ -321,6 +332,16 @@ static int assign_from(ks_reader_t *r, int first, sl_kafka_start_t how, sl_sourc
                 sl_src_split_finished(out, i);
                 continue;
             }
+        }
+        /* its own queue, taken off the consumer's before the fetching starts
+         * (the consumer's queue interleaves partitions as fetches happen
+         * to arrive; polling each in turn keeps them in step) */
+        if (!pt->q && (pt->q = rd_kafka_queue_get_partition(r->rk, r->ctx->topics[pt->topic], pt->partition)))
+            rd_kafka_queue_forward(pt->q, NULL);
+        if (!pt->q) {
+            rc = sl_errf(err, errlen, SL_EIO, "kafka source: topic '%s' partition %d: no fetch queue",
+                         r->ctx->topics[pt->topic], pt->partition);
+            break;
         }
         rd_kafka_topic_partition_list_add(l, r->ctx->topics[pt->topic], pt->partition)->offset = pt->next;
     }
@@ -539,8 +560,9 @@ static int ks_poll(void *reader, sl_source_output_t *out, int max, char *err, si
     }
     int emitted = 0, seen = 0;
     int cap = max > 0 && max < KS_BATCH ? max : KS_BATCH;
-    while (!rc && r->live > 0 && emitted < cap) {
-        ssize_t n = rd_kafka_consume_batch_queue(r->q, 0, r->batch, (size_t)(cap - emitted));
+    /* the consumer's own queue: errors that are not a partition's */
+    for (;;) {
+        ssize_t n = rc ? 0 : rd_kafka_consume_batch_queue(r->q, 0, r->batch, KS_BATCH);
         if (n <= 0) break;
         for (ssize_t i = 0; i < n; i++) {
             if (!rc) rc = handle(r, r->batch[i], out, &emitted);
@@ -548,6 +570,28 @@ static int ks_poll(void *reader, sl_source_output_t *out, int max, char *err, si
         }
         seen += (int)n;
     }
+    /* the partitions in turn, an equal share of the batch each per round,
+     * starting one further every poll: what a partition emits does not
+     * depend on the order its fetches happened to arrive in, so no
+     * partition runs ahead of one that is still fetching (watermarks are
+     * per partition, and a slow start would hold every other one up) */
+    while (!rc && r->live > 0 && emitted < cap) {
+        int got = 0, share = (cap - emitted + r->live - 1) / r->live;
+        for (int k = 0; k < r->nparts && !rc && emitted < cap; k++) {
+            ks_part_t *pt = &r->parts[(r->rr + k) % r->nparts];
+            if (pt->done || !pt->q) continue;
+            int want = SL_MIN(share, cap - emitted);
+            ssize_t n = rd_kafka_consume_batch_queue(pt->q, 0, r->batch, (size_t)want);
+            for (ssize_t i = 0; i < n; i++) {
+                if (!rc) rc = handle(r, r->batch[i], out, &emitted);
+                rd_kafka_message_destroy(r->batch[i]);
+            }
+            if (n > 0) got += (int)n;
+        }
+        seen += got;
+        if (!got) break;
+    }
+    if (r->nparts > 0) r->rr = (r->rr + 1) % r->nparts;
     if (rc) {
         r->failed = rc;
         return sl_errf(err, errlen, rc, "%s", r->failmsg);
