@@ -113,6 +113,65 @@ TEST(round_trip_and_topology) {
     sl_env_destroy(env);
 }
 
+static int pass_process(void *ctx, sl_pctx_t *pc, const sl_record_t *in, sl_collector_t *out) {
+    (void)ctx, (void)pc, (void)in, (void)out;
+    return 0;
+}
+
+/* Typed keyed states travel in the plan (names and DDL, in declaration
+ * order) and are part of its fingerprint. */
+static sl_plan_t *typed_plan(const char *ddl, sl_job_code_t *code, sl_env_t **envp) {
+    sl_env_t *env = sl_env_new();
+    sl_stream_t *s = sl_from_source(env, counter_source(10, 1), sl_wm_none(), "seq");
+    sl_process_fn_t fn = {.process = pass_process};
+    sl_stream_t *k = sl_keyed_process(sl_key_by(s, "id"), fn, sl_schema_ref((sl_schema_t *)sl_stream_schema(s)));
+    sl_schema_t *a = sl_schema_parse(ddl, NULL, 0), *b = sl_schema_parse("v INT NOT NULL", NULL, 0);
+    sl_keyed_state_schema(k, "profile", a);
+    sl_keyed_state_schema(k, "seen", b);
+    sl_schema_unref(a);
+    sl_schema_unref(b);
+    sl_sink_to(k, sl_counting_sink(NULL), "sink");
+    *envp = env;
+    return plan_of(env, code);
+}
+
+TEST(typed_state_schemas_in_the_plan) {
+    sl_job_code_t c1, c2;
+    sl_env_t *e1, *e2;
+    sl_plan_t *p = typed_plan("n BIGINT NOT NULL, note VARCHAR", &c1, &e1);
+    sl_plan_t *o = typed_plan("n INT NOT NULL, note VARCHAR", &c2, &e2);
+    CHECK(p && o);
+    const sl_plan_node_t *n = &p->nodes[1];
+    CHECK_EQ(n->nstate_schemas, 2);
+    CHECK_STR(n->state_schemas[0].name, "profile");
+    CHECK_STR(n->state_schemas[0].schema, "n BIGINT NOT NULL, note VARCHAR");
+    CHECK_STR(n->state_schemas[1].name, "seen");
+    CHECK_EQ(p->nodes[0].nstate_schemas, 0);
+    sl_buf_t a = {0}, b = {0};
+    encode(p, &a);
+    char err[512];
+    sl_plan_t *q = NULL;
+    CHECK_EQ(sl_plan_decode(a.p, a.len, &q, err, sizeof err), 0);
+    CHECK_EQ(q->nodes[1].nstate_schemas, 2);
+    CHECK_STR(q->nodes[1].state_schemas[1].schema, "v INT NOT NULL");
+    encode(q, &b);
+    CHECK(a.len == b.len && memcmp(a.p, b.p, a.len) == 0);
+    CHECK(sl_plan_fingerprint(p) == sl_plan_fingerprint(q));
+    CHECK(sl_plan_fingerprint(p) != sl_plan_fingerprint(o)); /* another schema is another job */
+    sl_plan_free(q);
+    sl_free(q);
+    sl_buf_free(&a);
+    sl_buf_free(&b);
+    sl_plan_free(p);
+    sl_free(p);
+    sl_plan_free(o);
+    sl_free(o);
+    sl_job_code_free(&c1);
+    sl_job_code_free(&c2);
+    sl_env_destroy(e1);
+    sl_env_destroy(e2);
+}
+
 TEST(fingerprint_follows_what_runs) {
     sl_job_code_t code;
     sl_env_t *e1 = build(2, "the-map", NULL, NULL), *e2 = build(2, "the-map", NULL, NULL);
@@ -447,6 +506,7 @@ int main(void) {
     RUN(round_trip_and_topology);
     RUN(derived_uids_are_stable);
     RUN(fingerprint_follows_what_runs);
+    RUN(typed_state_schemas_in_the_plan);
     RUN(slot_sharing_groups);
     RUN(decoder_refusals);
     RUN(decoder_mutation_fuzz);

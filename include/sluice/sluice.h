@@ -520,6 +520,30 @@ SL_API sl_state_t *sl_state_aggregating(sl_rt_t *rt, const char *name, uint32_t 
                                         void (*init)(void *ctx, void *acc),
                                         sl_reduce_bytes_fn add, void *ctx);
 
+/* Typed keyed state and its evolution (Flink's state with a POJO or Avro
+ * schema).  Declares, when the job is built, that keyed state `state` of
+ * the keyed operator that returned `op` (sl_keyed_process, sl_co_process
+ * on keyed inputs) holds rows of `schema`: the values of a value state,
+ * the elements of a list state, the values of a map state (map keys stay
+ * bytes).  Checkpoints and savepoints record the schema.  A restore from
+ * one whose state had another schema migrates every value when the change
+ * is compatible — fields are matched by name: a field added must be
+ * nullable and starts NULL, a field removed is dropped, INT widens to
+ * BIGINT or DOUBLE, BIGINT to DOUBLE, VARCHAR and BYTES convert, NOT NULL
+ * may become nullable — and refuses the job before it starts otherwise,
+ * naming the operator, the state, the field and both types.  Writing a
+ * value that is not a row of the schema fails the task, naming the state.
+ * A typed state is a value, list or map state without TTL (another kind is
+ * reported when it is declared in open).  Builder thread; returns op. */
+SL_API sl_stream_t *sl_keyed_state_schema(sl_stream_t *op, const char *state, const sl_schema_t *schema);
+/* A typed state's schema (NULL: a state of bytes): build its rows with it. */
+SL_API const sl_schema_t *sl_state_schema(sl_state_t *st);
+/* A typed value state's row; false when absent (or the state is not
+ * typed).  The row's bytes are valid as sl_value_get's are. */
+SL_API bool sl_value_get_row(sl_state_t *st, sl_row_t *out);
+/* Writes a row of the state's schema (another schema fails the task). */
+SL_API int sl_value_put_row(sl_state_t *st, const sl_row_t *row);
+
 /* State time-to-live (Flink's StateTtlConfig; processing time).  A state
  * declared with a TTL forgets each value, list element and map entry ttl_ms
  * after it was last written (OnCreateAndWrite) or last read or written

@@ -53,6 +53,12 @@ void sl_env_destroy(sl_env_t *env) {
             sl_schema_unref(n->source.schema);
         }
         sl_schema_unref(n->out_schema);
+        for (int k = 0; k < n->nstate_schemas; k++) {
+            sl_free(n->state_names[k]);
+            sl_schema_unref(n->state_schemas[k]);
+        }
+        sl_free(n->state_names);
+        sl_free(n->state_schemas);
         sl_free(n->name);
         sl_free(n->uid);
         sl_free(n->slot_group);

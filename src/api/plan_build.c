@@ -125,6 +125,13 @@ int sl_plan_build(const sl_env_t *env, const char *job_name, sl_plan_t **out, sl
         char ddl[4096] = "";
         if (n->out_schema) sl_schema_format(n->out_schema, ddl, sizeof ddl);
         pn->out_schema = sl_strdup(ddl);
+        pn->nstate_schemas = n->nstate_schemas;
+        pn->state_schemas = n->nstate_schemas ? sl_calloc((size_t)n->nstate_schemas, sizeof *pn->state_schemas) : NULL;
+        for (int k = 0; k < n->nstate_schemas; k++) {
+            sl_schema_format(n->state_schemas[k], ddl, sizeof ddl);
+            pn->state_schemas[k].name = sl_strdup(n->state_names[k]);
+            pn->state_schemas[k].schema = sl_strdup(ddl);
+        }
 
         sl_code_node_t *cn = &code->nodes[i];
         cn->create = n->create;

@@ -129,6 +129,34 @@ sl_stream_t *sl_uid(sl_stream_t *s, const char *uid) {
     return s;
 }
 
+sl_stream_t *sl_keyed_state_schema(sl_stream_t *s, const char *state, const sl_schema_t *schema) {
+    sl_node_t *n = configurable(s, "keyed state schema");
+    if (!n) return s;
+    if (!state || !*state || !schema) {
+        sl_env_errorf(s->env, "operator '%s': a typed keyed state needs a name and a schema", n->name);
+        return s;
+    }
+    if (n->kind != SL_NODE_OPERATOR || !(n->keyed[0] || n->keyed[1])) {
+        sl_env_errorf(s->env, "operator '%s': state '%s' has a schema, but the operator is not keyed (declare typed "
+                      "state on the stream a keyed operator returns)", n->name, state);
+        return s;
+    }
+    for (int k = 0; k < n->nstate_schemas; k++)
+        if (strcmp(n->state_names[k], state) == 0) {
+            sl_env_errorf(s->env, "operator '%s': state '%s' is given a schema twice", n->name, state);
+            return s;
+        }
+    if (sl_schema_field_count(schema) == 0) {
+        sl_env_errorf(s->env, "operator '%s': state '%s' has a schema without fields", n->name, state);
+        return s;
+    }
+    n->state_names = sl_realloc(n->state_names, (size_t)(n->nstate_schemas + 1) * sizeof *n->state_names);
+    n->state_schemas = sl_realloc(n->state_schemas, (size_t)(n->nstate_schemas + 1) * sizeof *n->state_schemas);
+    n->state_names[n->nstate_schemas] = sl_strdup(state);
+    n->state_schemas[n->nstate_schemas++] = sl_schema_ref((sl_schema_t *)schema);
+    return s;
+}
+
 sl_stream_t *sl_name(sl_stream_t *s, const char *name) {
     sl_node_t *n = configurable(s, "name");
     if (n) {

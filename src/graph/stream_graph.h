@@ -38,6 +38,9 @@ typedef struct sl_node {
     sl_key_selector_t key[2];
     sl_schema_t *out_schema;    /* main output (ref held) */
     const sl_schema_t *in_schema[2];
+    int nstate_schemas;         /* typed keyed states (sl_keyed_state_schema) */
+    char **state_names;         /* owned */
+    sl_schema_t **state_schemas; /* refs held */
     sl_op_create_fn create;
     void *spec;
     void (*free_spec)(void *spec);

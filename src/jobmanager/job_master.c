@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "checkpoint/metadata.h"
+#include "checkpoint/state_schemas.h"
 #include "checkpoint/storage.h"
 #include "common/common.h"
 #include "jobmanager/job_metrics.h"
@@ -577,6 +578,29 @@ static void deploy(sl_job_master_t *jm) {
 
 /* State in the checkpoint that no operator of the plan takes is refused
  * (Flink: --allowNonRestoredState). */
+/* The typed states of plan node n against what the restored operator mo
+ * recorded (state_schemas.h): an incompatible change refuses the job. */
+static int check_state_schemas(const sl_plan_node_t *n, const sl_ckpt_operator_t *mo, char *err, size_t errlen) {
+    if (!n->nstate_schemas || !mo) return 0;
+    const char **names = sl_calloc((size_t)n->nstate_schemas, sizeof *names);
+    sl_schema_t **schemas = sl_calloc((size_t)n->nstate_schemas, sizeof *schemas);
+    int rc = 0;
+    for (int i = 0; i < n->nstate_schemas && rc == 0; i++) {
+        char serr[300];
+        names[i] = n->state_schemas[i].name;
+        if (!(schemas[i] = sl_schema_parse(n->state_schemas[i].schema, serr, sizeof serr)))
+            rc = sl_errf(err, errlen, SL_EFORMAT, "job plan: operator '%s', state '%s': %s", n->uid, names[i], serr);
+    }
+    sl_state_migrations_t *m = NULL;
+    bool changed = false;
+    if (rc == 0) rc = sl_state_migrations_new(mo, n->uid, n->nstate_schemas, names, schemas, &m, &changed, err, errlen);
+    sl_state_migrations_free(m);
+    for (int i = 0; i < n->nstate_schemas; i++) sl_schema_unref(schemas[i]);
+    sl_free(schemas);
+    sl_free(names);
+    return rc;
+}
+
 static int check_restore(sl_job_master_t *jm, char *err, size_t errlen) {
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", jm->restore_path, SL_CKPT_METADATA_NAME);
@@ -611,6 +635,10 @@ static int check_restore(sl_job_master_t *jm, char *err, size_t errlen) {
                          mo->uid, mo->max_parallelism, what, (long long)md->checkpoint_id,
                          jm->plan->cfg.max_parallelism);
     }
+    /* typed states: a change of schema must be one a restore can migrate */
+    for (int k = 0; k < jm->plan->nnodes && rc == 0; k++)
+        rc = check_state_schemas(&jm->plan->nodes[k], sl_ckpt_metadata_find_operator(md, jm->plan->nodes[k].uid),
+                                 err, errlen);
     sl_ckpt_metadata_free(md);
     return rc;
 }

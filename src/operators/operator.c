@@ -63,6 +63,15 @@ void sl_op_base_free(sl_operator_t *op) {
         sl_free(op->states[i]);
     }
     sl_free(op->states);
+    for (int i = 0; i < op->ntyped; i++) {
+        sl_free(op->typed_names[i]);
+        sl_schema_unref(op->typed_schemas[i]);
+    }
+    sl_free(op->typed_names);
+    sl_free(op->typed_schemas);
+    op->typed_names = NULL;
+    op->typed_schemas = NULL;
+    op->ntyped = 0;
     op->kb = NULL;
     op->timers = NULL;
     op->states = NULL;
@@ -250,6 +259,31 @@ _Static_assert(SL_TTL_UPDATE_ON_CREATE_AND_WRITE == 0 && SL_TTL_UPDATE_ON_READ_A
 
 sl_state_ttl_t sl_state_ttl(int64_t ttl_ms) { return (sl_state_ttl_t){.ttl_ms = ttl_ms}; }
 
+void sl_op_set_state_schemas(sl_operator_t *op, int n, const char *const *names, sl_schema_t *const *schemas) {
+    op->typed_names = sl_realloc(op->typed_names, (size_t)(op->ntyped + n + 1) * sizeof *op->typed_names);
+    op->typed_schemas = sl_realloc(op->typed_schemas, (size_t)(op->ntyped + n + 1) * sizeof *op->typed_schemas);
+    for (int i = 0; i < n; i++) {
+        op->typed_names[op->ntyped] = sl_strdup(names[i]);
+        op->typed_schemas[op->ntyped++] = sl_schema_ref(schemas[i]);
+    }
+}
+
+const sl_schema_t *sl_op_state_schema(const sl_operator_t *op, const char *name) {
+    for (int i = 0; name && i < op->ntyped; i++)
+        if (strcmp(op->typed_names[i], name) == 0) return op->typed_schemas[i];
+    return NULL;
+}
+
+/* A value written into a typed state must be a row of its schema. */
+static int check_row(sl_state_t *st, const void *v, uint32_t len) {
+    sl_row_t r = {v, len, st->schema};
+    if (SL_LIKELY(v && sl_row_validate(&r) == 0)) return 0;
+    char ddl[512];
+    sl_schema_format(st->schema, ddl, sizeof ddl);
+    return sl_op_fail(st->op, SL_EINVAL, "state '%s': a value of %u bytes is not a row of its schema (%s)", st->name,
+                      (unsigned)len, ddl);
+}
+
 static sl_state_t *new_state(sl_rt_t *rt, const char *name, sl_state_kind_t kind, int pub_kind,
                              const sl_state_ttl_t *ttl) {
     sl_operator_t *op = rt->op;
@@ -259,6 +293,12 @@ static sl_state_t *new_state(sl_rt_t *rt, const char *name, sl_state_kind_t kind
         return NULL;
     }
     sl_state_desc_t d = {.name = name, .kind = kind};
+    const sl_schema_t *schema = sl_op_state_schema(op, name);
+    if (schema && (ttl || pub_kind > 2)) {
+        sl_op_fail(op, SL_EINVAL, "state '%s' has a row schema (sl_keyed_state_schema): a typed state is a value, "
+                   "list or map state without TTL", nm);
+        return NULL;
+    }
     if (ttl) {
         if (ttl->ttl_ms <= 0) {
             sl_op_fail(op, SL_EINVAL, "state '%s': TTL of %lld ms (must be > 0)", nm, (long long)ttl->ttl_ms);
@@ -285,6 +325,7 @@ static sl_state_t *new_state(sl_rt_t *rt, const char *name, sl_state_kind_t kind
     st->sid = sid;
     st->kind = pub_kind;
     st->name = sl_strdup(name);
+    st->schema = schema;
     if (ttl)
         st->ttl = sl_ttl_state_new(name, ttl->ttl_ms, d.ttl_update,
                                    ttl->visibility == SL_TTL_RETURN_EXPIRED_IF_NOT_CLEANED_UP,
@@ -426,8 +467,27 @@ const void *sl_value_get(sl_state_t *st, uint32_t *len) {
 
 int sl_value_put(sl_state_t *st, const void *v, uint32_t len) {
     if (!(st = resolve(st))) return SL_EINVAL;
+    if (st->schema && check_row(st, v, len)) return SL_EINVAL;
     if (st->ttl) return sl_ttl_value_put(KB(st), st->sid, st->ttl, "", 0, v, len);
     return KB(st)->ops->put(KB(st), st->sid, "", 0, v, len);
+}
+
+const sl_schema_t *sl_state_schema(sl_state_t *st) { return (st = resolve(st)) ? st->schema : NULL; }
+
+bool sl_value_get_row(sl_state_t *st, sl_row_t *out) {
+    uint32_t len = 0;
+    const void *v = sl_value_get(st, &len);
+    if (!v || !(st = resolve(st)) || !st->schema) return false;
+    *out = (sl_row_t){v, len, st->schema};
+    return true;
+}
+
+int sl_value_put_row(sl_state_t *st, const sl_row_t *row) {
+    if (!(st = resolve(st))) return SL_EINVAL;
+    if (!st->schema || !row || !sl_schema_equal(row->schema, st->schema))
+        return sl_op_fail(st->op, SL_EINVAL, "state '%s': %s", st->name,
+                          st->schema ? "the row is not of the state's schema" : "the state has no row schema");
+    return sl_value_put(st, row->data, row->len);
 }
 
 void sl_state_clear(sl_state_t *st) {
@@ -440,6 +500,7 @@ void sl_state_clear(sl_state_t *st) {
 
 int sl_list_add(sl_state_t *st, const void *v, uint32_t len) {
     if (!(st = resolve(st))) return SL_EINVAL;
+    if (st->schema && check_row(st, v, len)) return SL_EINVAL;
     if (st->ttl) return sl_ttl_list_add(KB(st), st->sid, st->ttl, "", 0, v, len);
     return KB(st)->ops->list_add(KB(st), st->sid, "", 0, v, len);
 }
@@ -483,6 +544,7 @@ const void *sl_map_get(sl_state_t *st, const void *k, uint32_t klen, uint32_t *v
 
 int sl_map_put(sl_state_t *st, const void *k, uint32_t klen, const void *v, uint32_t vlen) {
     if (!(st = resolve(st))) return SL_EINVAL;
+    if (st->schema && check_row(st, v, vlen)) return SL_EINVAL;
     if (st->ttl) return sl_ttl_map_put(KB(st), st->sid, st->ttl, "", 0, k, klen, v, vlen);
     return KB(st)->ops->map_put(KB(st), st->sid, "", 0, k, klen, v, vlen);
 }

@@ -179,7 +179,19 @@ struct sl_operator {
     size_t restored_len;  /* position in its task's chain (set by the task) */
     /* operator state of a user function (operator_state.c); NULL: none */
     struct sl_opstate *opstate;
+    /* typed keyed states: names and row schemas as the plan declares them
+     * (sl_op_set_state_schemas; owned) */
+    int ntyped;
+    char **typed_names;
+    sl_schema_t **typed_schemas;
 };
+
+/* Gives a keyed operator the row schemas of its typed states (the plan's
+ * sl_keyed_state_schema declarations); takes copies / references.  Before
+ * open, on the thread that builds the task. */
+void sl_op_set_state_schemas(sl_operator_t *op, int n, const char *const *names, sl_schema_t *const *schemas);
+/* The declared schema of state `name`, or NULL. */
+const sl_schema_t *sl_op_state_schema(const sl_operator_t *op, const char *name);
 
 /*
  * Operator (non-keyed) state of user functions (operator_state.c, public
@@ -287,6 +299,7 @@ struct sl_state {
     void *ctx;
     struct sl_ttl_state *ttl; /* time-to-live (state/ttl.h); NULL: none */
     char *name;          /* as declared (owned) */
+    const sl_schema_t *schema; /* typed state: its rows' schema (the operator's); NULL: bytes */
 };
 
 /* Binds the calling thread to a task and its chain (sl_task_main, before

@@ -29,6 +29,11 @@ void sl_plan_free(sl_plan_t *p) {
         sl_free(p->nodes[i].uid);
         sl_free(p->nodes[i].slot_group);
         sl_free(p->nodes[i].out_schema);
+        for (int k = 0; k < p->nodes[i].nstate_schemas; k++) {
+            sl_free(p->nodes[i].state_schemas[k].name);
+            sl_free(p->nodes[i].state_schemas[k].schema);
+        }
+        sl_free(p->nodes[i].state_schemas);
     }
     sl_free(p->nodes);
     for (int i = 0; p->vertices && i < p->nvertices; i++) {
@@ -112,11 +117,18 @@ int sl_plan_encode(const sl_plan_t *p, sl_buf_t *out, char *err, size_t errlen) 
     json_t *nodes = json_array();
     for (int i = 0; i < p->nnodes; i++) {
         const sl_plan_node_t *n = &p->nodes[i];
-        json_array_append_new(nodes, json_pack("{s:i, s:i, s:o, s:o, s:b, s:i, s:i, s:[b,b], s:o, s:o}", "id", n->id,
-                                               "kind", n->kind, "name", str(n->name), "uid", str(n->uid),
-                                               "user_uid", n->has_user_uid, "parallelism", n->parallelism, "inputs",
-                                               n->ninputs, "keyed", n->keyed[0], n->keyed[1], "slot_group",
-                                               str(n->slot_group), "schema", str(n->out_schema)));
+        json_t *jn = json_pack("{s:i, s:i, s:o, s:o, s:b, s:i, s:i, s:[b,b], s:o, s:o}", "id", n->id, "kind", n->kind,
+                               "name", str(n->name), "uid", str(n->uid), "user_uid", n->has_user_uid, "parallelism",
+                               n->parallelism, "inputs", n->ninputs, "keyed", n->keyed[0], n->keyed[1], "slot_group",
+                               str(n->slot_group), "schema", str(n->out_schema));
+        if (jn && n->nstate_schemas) { /* only when there are: plans without keep their bytes */
+            json_t *ss = json_array();
+            for (int k = 0; k < n->nstate_schemas; k++)
+                json_array_append_new(ss, json_pack("{s:o, s:o}", "name", str(n->state_schemas[k].name), "schema",
+                                                    str(n->state_schemas[k].schema)));
+            json_object_set_new(jn, "state_schemas", ss);
+        }
+        json_array_append_new(nodes, jn);
     }
     json_t *vertices = json_array();
     for (int v = 0; v < p->nvertices; v++) {
@@ -325,6 +337,19 @@ int sl_plan_decode(const void *buf, size_t len, sl_plan_t **out, char *err, size
         }
         n->slot_group = get_str(&d, o, w, "slot_group");
         n->out_schema = get_str(&d, o, w, "schema");
+        json_t *ss = json_is_object(o) ? json_object_get(o, "state_schemas") : NULL; /* optional */
+        if (ss && (!json_is_array(ss) || json_array_size(ss) > MAXN)) {
+            bad(&d, "%s: 'state_schemas' is not an array", w, NULL);
+        } else if (ss && json_array_size(ss)) {
+            n->nstate_schemas = (int)json_array_size(ss);
+            n->state_schemas = sl_calloc((size_t)n->nstate_schemas, sizeof *n->state_schemas);
+            for (int k = 0; k < n->nstate_schemas; k++) {
+                char ws[96];
+                snprintf(ws, sizeof ws, "%s.state_schemas[%d]", w, k);
+                n->state_schemas[k].name = get_str(&d, json_array_get(ss, (size_t)k), ws, "name");
+                n->state_schemas[k].schema = get_str(&d, json_array_get(ss, (size_t)k), ws, "schema");
+            }
+        }
         if (d.rc == 0 && !n->uid[0]) bad(&d, "%s has an empty uid", w, NULL);
     }
     for (int v = 0; d.rc == 0 && v < p->nvertices; v++) {

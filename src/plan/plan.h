@@ -5,7 +5,8 @@
  * encoded (JSON, versioned), shipped, decoded and compared by fingerprint.
  *
  *   nodes     every operator of the stream graph: id, kind, name, uid,
- *             parallelism, inputs, slot sharing group
+ *             parallelism, inputs, slot sharing group, the row schemas of
+ *             its typed keyed states
  *   vertices  chains of nodes that run in one task (job_graph.c decided the
  *             chaining); a vertex's subtasks are its parallel instances
  *   edges     between nodes: the side-output tag, the input of the
@@ -45,6 +46,12 @@ typedef enum sl_plan_part {
     SL_PLAN_HASH = 5,
 } sl_plan_part_t;
 
+/* A keyed state declared with a row schema (sl_keyed_state_schema). */
+typedef struct sl_plan_state_schema {
+    char *name;
+    char *schema;          /* DDL (sl_schema_format) */
+} sl_plan_state_schema_t;
+
 typedef struct sl_plan_node {
     int id;
     int kind;              /* sl_plan_node_kind_t */
@@ -57,6 +64,8 @@ typedef struct sl_plan_node {
     bool keyed[2];
     char *slot_group;      /* slot sharing group ("default") */
     char *out_schema;      /* DDL of the main output, for the fingerprint and for tools */
+    int nstate_schemas;    /* typed keyed states, in declaration order */
+    sl_plan_state_schema_t *state_schemas;
 } sl_plan_node_t;
 
 typedef struct sl_plan_vertex {

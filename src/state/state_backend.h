@@ -295,4 +295,15 @@ size_t sl_kbf_begin_magic(sl_buf_t *out, const char magic[4], int max_parallelis
 /* "value", "list", "map". */
 const char *sl_kbf_kind_name(int kind);
 
+/* Schema evolution (restore of typed state, row_migration.h): rewrites a
+ * block into out (cleared first) with every value, list element and map
+ * value of the states for which fn returns a migration rewritten by it
+ * (an identity migration only checks that each is a row of the schema);
+ * fn returns NULL for a state to copy as it is.  The block is checked as
+ * sl_kbf_parse does.  0, or < 0 with err naming the state. */
+typedef const struct sl_row_migration *(*sl_kbf_migration_fn)(void *c, const char *name, uint32_t namelen,
+                                                              sl_state_kind_t kind);
+int sl_kbf_migrate(const uint8_t *data, size_t len, int max_parallelism, int kg, sl_kbf_migration_fn fn, void *c,
+                   sl_buf_t *out, char *err, size_t errlen);
+
 #endif

@@ -14,6 +14,7 @@
 
 #include "common/common.h"
 #include "state/state_backend.h"
+#include "types/row_migration.h"
 
 #define KBF_MAGIC "SLKS"
 #define KBF_HDR_MIN 7u /* magic, version, two one-byte varints */
@@ -247,3 +248,78 @@ bad: {
 }
 }
 
+
+/* ------------------------------------------------------------------ */
+/* schema evolution of a block                                         */
+
+typedef struct migrate_ctx {
+    sl_kbf_migration_fn fn;
+    void *c;
+    sl_buf_t *out;
+    const sl_row_migration_t *m; /* the current state's, or NULL */
+    sl_state_kind_t kind;
+    char name[128];
+    sl_row_writer_t w;
+    char *err;
+    size_t errlen;
+} migrate_ctx_t;
+
+static int mig_state(void *c, const char *name, uint32_t namelen, sl_state_kind_t kind, uint32_t nentries) {
+    migrate_ctx_t *x = c;
+    x->m = x->fn(x->c, name, namelen, kind);
+    x->kind = kind;
+    snprintf(x->name, sizeof x->name, "%.*s", (int)SL_MIN(namelen, 100u), name);
+    sl_kbf_bytes(x->out, name, namelen);
+    sl_kbf_u8(x->out, (uint8_t)kind);
+    sl_kbf_varint(x->out, nentries);
+    return 0;
+}
+
+static int mig_entry(void *c, const uint8_t *key, uint32_t klen, const uint8_t *ns, uint32_t nslen, uint32_t n) {
+    migrate_ctx_t *x = c;
+    sl_kbf_bytes(x->out, key, klen);
+    sl_kbf_bytes(x->out, ns, nslen);
+    if (x->kind != SL_STATE_VALUE) sl_kbf_varint(x->out, n);
+    return 0;
+}
+
+static int mig_item(void *c, const uint8_t *uk, uint32_t uklen, const uint8_t *v, uint32_t vlen) {
+    migrate_ctx_t *x = c;
+    if (x->kind == SL_STATE_MAP) sl_kbf_bytes(x->out, uk, uklen);
+    if (!x->m || sl_row_migration_identity(x->m)) {
+        if (x->m) { /* same schema: still a row of it */
+            sl_row_t r = {v, vlen, sl_row_migration_to(x->m)};
+            if (sl_row_validate(&r) != 0)
+                return sl_errf(x->err, x->errlen, SL_EFORMAT, "state '%s': a value of %u bytes is not a row of its schema",
+                               x->name, (unsigned)vlen);
+        }
+        sl_kbf_bytes(x->out, v, vlen);
+        return 0;
+    }
+    char why[700];
+    int rc = sl_row_migrate(x->m, v, vlen, &x->w, why, sizeof why);
+    if (rc) return sl_errf(x->err, x->errlen, rc, "state '%s': %s", x->name, why);
+    sl_row_t r = sl_rw_row(&x->w);
+    sl_kbf_bytes(x->out, r.data, r.len);
+    return 0;
+}
+
+int sl_kbf_migrate(const uint8_t *data, size_t len, int max_parallelism, int kg, sl_kbf_migration_fn fn, void *c,
+                   sl_buf_t *out, char *err, size_t errlen) {
+    sl_kbf_reader_t r;
+    int rc = sl_kbf_open(&r, data, len, KBF_MAGIC, max_parallelism, kg, "keyed state", err, errlen);
+    uint32_t nstates = 0;
+    if (!rc && !sl_kbf_rd_varint32(&r, &nstates))
+        rc = sl_errf(err, errlen, SL_EFORMAT, "keyed state of key group %d: bad number of states", kg);
+    if (rc) return rc;
+    out->len = 0;
+    size_t start = sl_kbf_begin(out, max_parallelism, kg, nstates);
+    migrate_ctx_t x = {.fn = fn, .c = c, .out = out, .err = err, .errlen = errlen};
+    sl_rw_init(&x.w);
+    const sl_kbf_visitor_t v = {mig_state, mig_entry, mig_item};
+    rc = sl_kbf_parse(data, len, max_parallelism, kg, &v, &x, err, errlen);
+    sl_rw_free(&x.w);
+    if (rc) return rc;
+    sl_kbf_end(out, start);
+    return 0;
+}

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "checkpoint/metadata.h"
+#include "checkpoint/state_schemas.h"
 #include "checkpoint/state_file.h"
 #include "checkpoint/storage.h"
 #include "common/common.h"
@@ -483,6 +484,13 @@ static void persist(sl_deployment_t *dep, sl_ckpt_task_snap_t *snap) {
                 sl_ckpt_subtask_add_blob(st, "operator-state", SL_CKPT_DIST_SPLIT, snap->blobs[k].p, snap->blobs[k].len);
             if (snap->times && snap->times[k].len)
                 sl_ckpt_subtask_add_blob(st, "event-time", SL_CKPT_DIST_SPLIT, snap->times[k].p, snap->times[k].len);
+            if (t->ops[k]->ntyped) { /* the row schemas of its typed states */
+                sl_buf_t sb = {0};
+                sl_state_schemas_encode(t->ops[k]->ntyped, (const char *const *)t->ops[k]->typed_names,
+                                        t->ops[k]->typed_schemas, &sb);
+                sl_ckpt_subtask_add_blob(st, SL_STATE_SCHEMAS_BLOB, SL_CKPT_DIST_SPLIT, sb.p, sb.len);
+                sl_buf_free(&sb);
+            }
             if (k == 0 && snap->inflight.len)
                 sl_ckpt_subtask_add_blob(st, "inflight", SL_CKPT_DIST_SPLIT, snap->inflight.p, snap->inflight.len);
             sl_sf_info_free(&info);
@@ -571,6 +579,18 @@ static int restore_keyed(sl_deployment_t *dep, sl_operator_t *op, const char *ui
                        "restore: operator '%s' had max parallelism %d, now %d: keyed state cannot be restored "
                        "(pipeline.max-parallelism must not change)",
                        uid, mo->max_parallelism, op->max_parallelism);
+    sl_state_migrations_t *mig = NULL; /* typed states: their schemas' evolution */
+    bool changed = false;
+    int mrc = sl_state_migrations_new(mo, uid, op->ntyped, (const char *const *)op->typed_names, op->typed_schemas,
+                                      &mig, &changed, err, errlen);
+    if (mrc < 0) return mrc;
+    if (changed && sl_native_present(mo)) {
+        sl_state_migrations_free(mig);
+        return sl_errf(err, errlen, SL_EINVAL,
+                       "restore: operator '%s': a typed state's schema changed, and checkpoint %lld holds its state "
+                       "in RocksDB's own files (incremental), which cannot be migrated: restore from a savepoint",
+                       uid, (long long)dep->restore_md->checkpoint_id);
+    }
     if (sl_native_present(mo)) { /* RocksDB's own files (an incremental checkpoint) */
         if (!sl_rocksdb_backend_is(op->kb))
             return sl_errf(err, errlen, SL_EINVAL,
@@ -591,13 +611,17 @@ static int restore_keyed(sl_deployment_t *dep, sl_operator_t *op, const char *ui
         sl_keyed_backend_t *nkb = NULL;
         int nrc = sl_native_restore(dep->restore_path, mo, op->max_parallelism, op->kg_range, rocksdb_base(dep), &o,
                                     &nkb, err, errlen);
-        if (nrc < 0) return nrc;
+        if (nrc < 0) {
+            sl_state_migrations_free(mig);
+            return nrc;
+        }
         sl_kb_set_clock(nkb, op->kb->clock, op->kb->clock_ctx);
         op->kb->ops->destroy(op->kb);
         op->kb = nkb;
     }
     sl_state_file_reader_t *r = NULL;
     const sl_ckpt_state_handle_t *open_h = NULL;
+    sl_buf_t migrated = {0};
     int rc = 0;
     for (int kg = op->kg_range.start; kg < op->kg_range.end && rc == 0; kg++) {
         const sl_ckpt_state_handle_t *h = NULL;
@@ -629,7 +653,12 @@ static int restore_keyed(sl_deployment_t *dep, sl_operator_t *op, const char *ui
             continue;
         }
         if (rc < 0) break;
-        if (c.len) rc = op->kb->ops->restore(op->kb, kg, c.p, c.len, err, errlen);
+        if (c.len && mig) { /* typed states: checked, and rewritten when their schema changed */
+            rc = sl_state_migrations_apply(mig, c.p, c.len, op->max_parallelism, kg, &migrated, err, errlen);
+            if (rc == 0) rc = op->kb->ops->restore(op->kb, kg, migrated.p, migrated.len, err, errlen);
+        } else if (c.len) {
+            rc = op->kb->ops->restore(op->kb, kg, c.p, c.len, err, errlen);
+        }
         if (rc < 0 || !op->timers) continue;
         rc = sl_sf_reader_section(r, TIMER_SECTION(kg), &c, err, errlen);
         if (rc == SL_ENOTFOUND) {
@@ -639,6 +668,8 @@ static int restore_keyed(sl_deployment_t *dep, sl_operator_t *op, const char *ui
         if (rc == 0 && c.len) rc = sl_timers_restore_kg(op->timers, kg, c.p, c.len, err, errlen);
     }
     if (r) sl_sf_reader_close(r);
+    sl_buf_free(&migrated);
+    sl_state_migrations_free(mig);
     return rc;
 }
 
@@ -850,6 +881,18 @@ static int build_task(sl_deployment_t *dep, int v, int s, char *err, size_t errl
         if (berr[0] && rc == 0)
             rc = sl_errf(err, errlen, SL_ESTATE, "state backend of '%s' (%d/%d): %s", n->name, s + 1, pv->parallelism,
                          berr);
+        for (int q = 0; q < n->nstate_schemas && rc == 0; q++) { /* typed keyed states */
+            char serr[300];
+            sl_schema_t *sch = sl_schema_parse(n->state_schemas[q].schema, serr, sizeof serr);
+            if (!sch) {
+                rc = sl_errf(err, errlen, SL_EFORMAT, "job plan: operator '%s', state '%s': schema '%s': %s", n->name,
+                             n->state_schemas[q].name, n->state_schemas[q].schema, serr);
+                break;
+            }
+            const char *nm = n->state_schemas[q].name;
+            sl_op_set_state_schemas(op, 1, &nm, &sch);
+            sl_schema_unref(sch);
+        }
         op->chain_index = k;
         if (dep->restore_md && rc == 0) rc = restore_operator(dep, n->id, op, s, pv->parallelism, err, errlen);
         t->ops[k] = op;

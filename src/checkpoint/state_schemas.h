@@ -1,0 +1,47 @@
+/*
+ * state_schemas.h — the row schemas of typed keyed state in checkpoints and
+ * savepoints, and the migrations a restore applies (schema evolution).
+ *
+ * Every subtask of an operator with typed states (sl_keyed_state_schema)
+ * writes the blob "state-schemas" next to its keyed state:
+ *
+ *   u32 count, then per state: u32 len, name, u32 len, schema DDL
+ *   (little-endian; DDL as sl_schema_format writes it)
+ *
+ * A restore compiles, for every typed state of the new job, a migration
+ * from the schema the blob recorded (row_migration.h): the JobManager to
+ * refuse an incompatible change before the job starts, the TaskManager to
+ * rewrite the values while it loads them (sl_kbf_migrate).  A state the
+ * blob does not name (it had no schema, or did not exist) is checked to be
+ * rows of the new schema; a state that had a schema and has none now is
+ * loaded as bytes.
+ */
+#ifndef SL_STATE_SCHEMAS_H
+#define SL_STATE_SCHEMAS_H
+
+#include "checkpoint/metadata.h"
+#include "common/common.h"
+#include "sluice/row.h"
+
+#define SL_STATE_SCHEMAS_BLOB "state-schemas"
+
+typedef struct sl_state_migrations sl_state_migrations_t;
+
+/* Appends the blob for these states to out. */
+void sl_state_schemas_encode(int n, const char *const *names, sl_schema_t *const *schemas, sl_buf_t *out);
+
+/* The migrations of operator `uid` (mo: its entry in the restored
+ * metadata, NULL when it had none) to the typed states (names, schemas).
+ * 0 with *out (NULL when n == 0); SL_EINVAL naming the operator, the state,
+ * the field and both types when a change is incompatible; SL_EFORMAT for a
+ * damaged blob.  *changed: some state's schema differs (a rewrite is
+ * needed, not only a check). */
+int sl_state_migrations_new(const sl_ckpt_operator_t *mo, const char *uid, int n, const char *const *names,
+                            sl_schema_t *const *schemas, sl_state_migrations_t **out, bool *changed, char *err,
+                            size_t errlen);
+void sl_state_migrations_free(sl_state_migrations_t *m);
+/* Rewrites one canonical keyed-state block (state_backend.h) into out. */
+int sl_state_migrations_apply(const sl_state_migrations_t *m, const uint8_t *block, size_t len, int max_parallelism,
+                              int kg, sl_buf_t *out, char *err, size_t errlen);
+
+#endif
