@@ -65,6 +65,10 @@ static inline int cl_free_port(void) {
 }
 
 static const char *cl_g_netns __attribute__((unused)); /* the next process starts in this network namespace */
+/* The next process starts in a mount namespace of its own where this
+ * directory is an empty tmpfs (what another host would see: not the
+ * files there) */
+static const char *cl_g_hide __attribute__((unused));
 
 /* Starts `sluice ARGS...` with stderr (and stdout) to log (in cl_g_netns
  * when set: `ip netns exec NS sluice ARGS...`). */
@@ -94,6 +98,16 @@ static inline pid_t cl_spawn(const char *log, char *const argv[]) {
             for (int i = 1; argv[i] && k < 39; i++) nargv[k++] = argv[i];
             nargv[k] = NULL;
             execvp("ip", nargv);
+            _exit(127);
+        }
+        if (cl_g_hide) {
+            char *nargv[48] = {"unshare", "-m", "--propagation", "private", "sh", "-c",
+                               "mount -t tmpfs tmpfs \"$1\" && shift && exec \"$@\"", "sh", (char *)cl_g_hide,
+                               SLUICE_BIN};
+            int k = 10;
+            for (int i = 1; argv[i] && k < 47; i++) nargv[k++] = argv[i];
+            nargv[k] = NULL;
+            execvp("unshare", nargv);
             _exit(127);
         }
         execv(SLUICE_BIN, argv);

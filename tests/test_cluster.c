@@ -29,6 +29,7 @@
 #include <pthread.h>
 
 #include "cluster_util.h"
+#include "protocol/artifact.h"
 #include "protocol/messages.h"
 #include "protocol/rpc.h"
 #include "window_output.h"
@@ -417,7 +418,7 @@ TEST(bad_control_frames) {
     int before = cl_count_in(c.jm.log, "refused: control message from");
     for (int k = 0; k < 3; k++) {
         probe_t pr = {.mu = PTHREAD_MUTEX_INITIALIZER};
-        sl_rpc_callbacks_t cbs = {pr_open, pr_msg, pr_closed, &pr};
+        sl_rpc_callbacks_t cbs = {.on_open = pr_open, .on_message = pr_msg, .on_closed = pr_closed, .ctx = &pr};
         sl_rpc_conn_t *conn = NULL;
         CHECK_EQ(sl_rpc_connect(rpc, "127.0.0.1", c.rpc_port, &cbs, &conn), 0);
         CHECK_EQ(sl_rpc_send(conn, cases[k].p, cases[k].len), 0);
@@ -576,6 +577,57 @@ TEST(network_namespace_link_cut) {
     sh(cmd);
 }
 
+/* TaskManagers that cannot see the JobManager's files (a mount namespace
+ * with its artifact directory hidden, as on another host) download the
+ * job's artifact from it (protocol/artifact.h) and run the job; the
+ * JobManager serves only the artifacts of its jobs, and only to a peer
+ * with the cluster's secret. */
+TEST(artifact_download) {
+    cluster_t c;
+    cl_cluster_init(&c, "artifact");
+    cl_start_jm(&c);
+    char hidden[1200];
+    snprintf(hidden, sizeof hidden, "%s/sluice-artifacts-%d", sl_test_tmpdir(), (int)c.jm.pid);
+    for (int i = 0; i < 100 && access(hidden, F_OK) != 0; i++) cl_sleep_ms(50);
+    CHECK(access(hidden, F_OK) == 0);
+    cl_g_hide = hidden;
+    for (int i = 1; i <= 2; i++) cl_start_tm(&c, i, 1, NULL, NULL); /* one slot each: both run a part */
+    cl_g_hide = NULL;
+    CHECK(cl_wait_tms(&c, 2, 10000));
+    const long long N = 100000;
+    char args[3000], id[64], st[32];
+    snprintf(args, sizeof args, "%s/out %s/ck %lld --rate=200000", c.dir, c.dir, N);
+    cl_submit(&c, args, id, sizeof id);
+    CHECK(id[0]);
+    bool ok = cl_wait_state(&c, id, "FINISHED", 60000, st, sizeof st);
+    if (!ok) cl_dump_logs(&c);
+    CHECK(ok);
+    int deployed = 0;
+    for (int i = 0; i < c.ntm; i++) deployed += cl_count_in(c.tm[i].log, "deploying job") > 0;
+    CHECK_EQ(deployed, 2);
+    CHECK_EQ(cl_count_in(c.jm.log, "sent the artifact of job"), 2); /* each asked once */
+    char out[1200];
+    snprintf(out, sizeof out, "%s/out", c.dir);
+    CHECK_EQ(wo_check(out, N), 0);
+    /* the JobManager answers by job id only: an unknown job is refused;
+     * without the secret the connection does not open */
+    sl_rpc_t *rpc = NULL;
+    char err[1024], path[4400], dir[1200];
+    snprintf(dir, sizeof dir, "%s/fetched", c.dir);
+    for (int k = 0; k < 2; k++) {
+        sl_rpc_config_t rc = {.secret = k == 0 ? c.secret : "wrong", .name = "test"};
+        CHECK_EQ(sl_rpc_new(&rc, &rpc, err, sizeof err), 0);
+        int r = sl_artifact_fetch(rpc, "127.0.0.1", c.rpc_port, k == 0 ? "no-such-job" : "x", dir, 10000, path,
+                                  sizeof path, err, sizeof err);
+        fprintf(stderr, "  %s\n", err);
+        CHECK(r < 0);
+        CHECK_CONTAINS(err, k == 0 ? "refused: no job 'no-such-job'" : "handshake");
+        sl_rpc_destroy(rpc);
+    }
+    CHECK(access(dir, F_OK) != 0); /* nothing stored */
+    cl_cluster_stop(&c);
+}
+
 int main(void) {
     srand((unsigned)time(NULL));
     signal(SIGPIPE, SIG_IGN);
@@ -594,5 +646,6 @@ int main(void) {
     RUN_IF(bad_control_frames);
     RUN_IF(builtin_fraud_by_name);
     RUN_IF(network_namespace_link_cut);
+    RUN_IF(artifact_download);
     return sl_test_failures ? 1 : 0;
 }

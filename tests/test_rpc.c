@@ -133,7 +133,7 @@ static void cb_closed(void *ctx, sl_rpc_conn_t *c, const char *why) {
 }
 
 static sl_rpc_callbacks_t side_cbs(side_t *s) {
-    sl_rpc_callbacks_t cb = {cb_open, cb_msg, cb_closed, s};
+    sl_rpc_callbacks_t cb = {.on_open = cb_open, .on_message = cb_msg, .on_closed = cb_closed, .ctx = s};
     return cb;
 }
 

@@ -10,11 +10,13 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "common/auth.h"
 #include "common/common.h"
 #include "jobmanager/job_master.h"
 #include "jobmanager/job_metrics.h"
 #include "jobmanager/rest.h"
 #include "metrics/prom.h"
+#include "protocol/artifact.h"
 #include "protocol/messages.h"
 #include "protocol/rpc.h"
 
@@ -204,9 +206,38 @@ static sl_job_master_t *job_of(sl_dispatcher_t *d, const char *plan_job_id) {
 
 static void rpc_on_open(void *ctx, sl_rpc_conn_t *conn) { (void)ctx, (void)conn; }
 
+/* A TaskManager's artifact download (protocol/artifact.h): the artifact
+ * of a job this JobManager runs, found by the job's id, never by a path. */
+static void serve_artifact(sl_dispatcher_t *d, sl_rpc_conn_t *conn, const uint8_t *bytes, size_t len) {
+    char id[256], err[600] = "", path[4200] = "";
+    sl_buf_t out = {0}, file = {0};
+    int rc = sl_artifact_request_decode(bytes, len, id, sizeof id, err, sizeof err);
+    if (rc == 0) {
+        pthread_mutex_lock(&d->mu);
+        for (int i = d->njobs - 1; i >= 0 && !path[0]; i--)
+            if (!strcmp(sl_jm_job_id(d->jobs[i]->jm), id))
+                snprintf(path, sizeof path, "%s", sl_jm_artifact(d->jobs[i]->jm));
+        pthread_mutex_unlock(&d->mu);
+        if (!path[0] || !strncmp(path, "builtin:", 8))
+            rc = sl_errf(err, sizeof err, SL_ENOTFOUND, "no job '%s' with an artifact here", id);
+    }
+    if (rc == 0) rc = sl_artifact_read_file(path, &file, err, sizeof err);
+    if (rc < 0) fprintf(stderr, "sluice jobmanager: artifact request from %s refused: %s\n", sl_rpc_conn_peer(conn), err);
+    else fprintf(stderr, "sluice jobmanager: sent the artifact of job %s (%zu bytes) to %s\n", id, file.len,
+                 sl_rpc_conn_peer(conn));
+    sl_artifact_answer_encode(file.p, file.len, rc < 0 ? err : NULL, &out);
+    sl_rpc_send(conn, out.p, out.len);
+    sl_buf_free(&out);
+    sl_buf_free(&file);
+}
+
 static void rpc_on_message(void *ctx, sl_rpc_conn_t *conn, const uint8_t *bytes, size_t len) {
     sl_dispatcher_t *d = ctx;
     char where[300], err[1024];
+    if (sl_rpc_conn_kind(conn) == SL_AUTH_ARTIFACT) {
+        serve_artifact(d, conn, bytes, len);
+        return;
+    }
     snprintf(where, sizeof where, "%s", sl_rpc_conn_peer(conn));
     sl_msg_t *m = sl_calloc(1, sizeof *m);
     if (sl_msg_decode(bytes, len, where, m, err, sizeof err) < 0) {
@@ -987,7 +1018,7 @@ int sl_dispatcher_new(const sl_dispatcher_config_t *cfg, sl_dispatcher_t **out, 
     pthread_mutex_init(&d->ops_mu, NULL);
     sl_rpc_config_t rc = {.secret = d->secret, .name = "jobmanager"};
     int r = sl_rpc_new(&rc, &d->rpc, err, errlen);
-    sl_rpc_callbacks_t cbs = {rpc_on_open, rpc_on_message, rpc_on_closed, d};
+    sl_rpc_callbacks_t cbs = {rpc_on_open, rpc_on_message, rpc_on_closed, d, SL_AUTH_CONTROL, true};
     if (r == 0)
         r = sl_rpc_listen(d->rpc, cfg->rpc_host ? cfg->rpc_host : "127.0.0.1", cfg->rpc_port, &cbs, err, errlen);
     if (r == 0) {

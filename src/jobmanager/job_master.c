@@ -1015,6 +1015,7 @@ void sl_jm_taskmanager_lost(sl_job_master_t *jm, const char *tm_id, const char *
 
 const char *sl_jm_job_id(const sl_job_master_t *jm) { return jm->plan->job_id; }
 const char *sl_jm_job_name(const sl_job_master_t *jm) { return jm->plan->job_name; }
+const char *sl_jm_artifact(const sl_job_master_t *jm) { return jm->artifact; }
 const sl_plan_t *sl_jm_plan(const sl_job_master_t *jm) { return jm->plan; }
 
 const char *sl_jm_status(sl_job_master_t *jm, int *attempt) {

@@ -93,6 +93,8 @@ void sl_jm_taskmanager_lost(sl_job_master_t *jm, const char *tm_id, const char *
 /* The job's id (its directory under the checkpoint directory) and name. */
 const char *sl_jm_job_id(const sl_job_master_t *jm);
 const char *sl_jm_job_name(const sl_job_master_t *jm);
+/* The job's artifact as submitted ("builtin:NAME" or the JobManager's copy of the file). */
+const char *sl_jm_artifact(const sl_job_master_t *jm);
 /* "CREATED", "RUNNING", "RESTARTING", "FINISHED", "FAILED", "CANCELED"
  * (Flink's JobStatus), and the attempt running.  Any thread. */
 const char *sl_jm_status(sl_job_master_t *jm, int *attempt);

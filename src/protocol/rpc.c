@@ -60,6 +60,7 @@ struct sl_rpc_conn {
     frame_t *outq, *outq_tail;
     bool closed;        /* sends fail */
     bool flush_pending; /* a CMD_FLUSH is queued */
+    atomic_int peer_kind; /* the peer's handshake kind, once open */
 
     /* Loop thread only. */
     int state;
@@ -411,7 +412,8 @@ static void conn_flush(sl_rpc_conn_t *c) {
 
 static void conn_start_handshake(sl_rpc_conn_t *c) {
     uint8_t hello[SL_AUTH_HELLO_LEN];
-    if (sl_auth_hello_make(&c->mine, SL_AUTH_CONTROL, c->role, hello) != 0) {
+    int kind = c->role == ROLE_CLIENT && c->cbs.kind ? c->cbs.kind : SL_AUTH_CONTROL;
+    if (sl_auth_hello_make(&c->mine, kind, c->role, hello) != 0) {
         conn_close(c, "handshake failed: no random bytes for the nonce", true, false);
         return;
     }
@@ -425,7 +427,10 @@ static void conn_start_handshake(sl_rpc_conn_t *c) {
     }
 }
 
+int sl_rpc_conn_kind(const sl_rpc_conn_t *c) { return atomic_load(&c->peer_kind); }
+
 static void conn_opened(sl_rpc_conn_t *c) {
+    atomic_store(&c->peer_kind, c->theirs.kind);
     c->state = C_OPEN;
     uv_timer_stop(&c->timer);
     if (c->role == ROLE_SERVER) {
@@ -458,7 +463,8 @@ static void conn_consume(sl_rpc_conn_t *c, const uint8_t *p, size_t n) {
                     conn_close(c, why, true, false);
                     return;
                 }
-                if (c->theirs.kind != SL_AUTH_CONTROL) {
+                bool artifact_ok = c->role == ROLE_SERVER && c->cbs.artifact && c->theirs.kind == SL_AUTH_ARTIFACT;
+                if (c->theirs.kind != SL_AUTH_CONTROL && !artifact_ok) {
                     snprintf(why, sizeof why, "handshake failed: peer opened a connection of kind %u, not control",
                              c->theirs.kind);
                     conn_close(c, why, true, false);

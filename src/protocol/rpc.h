@@ -1,7 +1,8 @@
 /*
  * rpc.h — the control-plane transport of a cluster: opaque frames between
  * the JobManager and its TaskManagers over TCP (libuv), after the
- * shared-secret handshake of common/auth.h (kind SL_AUTH_CONTROL).
+ * shared-secret handshake of common/auth.h (kind SL_AUTH_CONTROL, or SL_AUTH_ARTIFACT for
+ * artifact downloads, protocol/artifact.h).
  *
  * One sl_rpc_t per process runs a libuv loop on its own thread (the "loop
  * thread").  It can listen (one server socket) and connect (any number of
@@ -42,6 +43,7 @@
 #ifndef SL_PROTOCOL_RPC_H
 #define SL_PROTOCOL_RPC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -76,7 +78,17 @@ typedef struct sl_rpc_callbacks {
      * `why` is valid only during the call. */
     void (*on_closed)(void *ctx, sl_rpc_conn_t *conn, const char *why);
     void *ctx;
+    /* The connection's kind in the handshake (auth.h): 0 or SL_AUTH_CONTROL
+     * for control messages.  A client may open an SL_AUTH_ARTIFACT
+     * connection (artifact download); a listener with artifact set also
+     * accepts those (sl_rpc_conn_kind tells them apart). */
+    int kind;
+    bool artifact;
 } sl_rpc_callbacks_t;
+
+/* The kind the peer opened the connection with (SL_AUTH_CONTROL or
+ * SL_AUTH_ARTIFACT); 0 before the handshake.  Any thread once on_open ran. */
+int sl_rpc_conn_kind(const sl_rpc_conn_t *conn);
 
 /* Starts an rpc (its loop thread).  0, or SL_EINVAL / SL_EIO with a message
  * in err.  Copies what it needs from cfg.  Any thread but a loop thread. */

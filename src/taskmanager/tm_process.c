@@ -5,6 +5,8 @@
  */
 #include "taskmanager/tm_process.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include "common/common.h"
 #include "common/workq.h"
 #include "metrics/prom.h"
+#include "protocol/artifact.h"
 #include "protocol/rpc.h"
 #include "taskmanager/net/data_plane.h"
 
@@ -41,6 +44,7 @@ struct sl_tm_process {
     int64_t last_jm_hb_ms, last_hb_sent_ms, next_connect_ms;
     int64_t hb_seq;
     bool stop;
+    char artifacts[4096];        /* the artifact cache (created at the first download; "" until then) */
 };
 
 static int64_t now_ms(void) { return sl_mono_ns() / 1000000; }
@@ -160,7 +164,7 @@ static void on_closed(void *ctx, sl_rpc_conn_t *conn, const char *why) {
 }
 
 static void connect_jm(sl_tm_process_t *p) {
-    sl_rpc_callbacks_t cbs = {on_open, on_message, on_closed, p};
+    sl_rpc_callbacks_t cbs = {.on_open = on_open, .on_message = on_message, .on_closed = on_closed, .ctx = p};
     sl_rpc_conn_t *conn = NULL;
     if (sl_rpc_connect(p->rpc, p->jm_host, p->cfg.jm_port, &cbs, &conn) == 0) {
         pthread_mutex_lock(&p->mu);
@@ -201,6 +205,48 @@ static void on_tick(void *ctx) {
 /* Prometheus (its server's thread): what this TaskManager's subtasks published. */
 static void prom_render(void *ctx, sl_buf_t *out) { sl_tm_prom_render(((sl_tm_process_t *)ctx)->tm, out); }
 
+/* Deployments (worker thread): the job's artifact is downloaded from the
+ * JobManager (protocol/artifact.h) into this process's cache, and the job
+ * is built from that copy — a TaskManager on another host has no access to
+ * the JobManager's files.  Built-in jobs need no artifact. */
+static int resolve_fetching(void *ctx, const sl_msg_deploy_t *d, const sl_plan_t **plan, const sl_job_code_t **code,
+                            char *err, size_t errlen) {
+    sl_tm_process_t *p = ctx;
+    if (!d->artifact || !d->artifact[0] || !strncmp(d->artifact, "builtin:", 8))
+        return p->cfg.resolve(p->cfg.resolve_ctx, d, plan, code, err, errlen);
+    if (!p->artifacts[0]) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(p->artifacts, sizeof p->artifacts, "%s/sluice-%s-artifacts-XXXXXX", tmp && *tmp ? tmp : "/tmp", p->id);
+        if (!mkdtemp(p->artifacts)) {
+            int e = errno;
+            p->artifacts[0] = 0;
+            return sl_errf(err, errlen, SL_EIO, "cannot create the artifact cache under %s: %s",
+                           tmp && *tmp ? tmp : "/tmp", strerror(e));
+        }
+    }
+    char path[4400];
+    int rc = sl_artifact_fetch(p->rpc, p->jm_host, p->cfg.jm_port, d->job_id, p->artifacts, 60000, path, sizeof path,
+                               err, errlen);
+    if (rc < 0) return rc;
+    sl_msg_deploy_t local = *d; /* the same deployment, built from the local copy */
+    local.artifact = path;
+    return p->cfg.resolve(p->cfg.resolve_ctx, &local, plan, code, err, errlen);
+}
+
+static void remove_artifacts(sl_tm_process_t *p) {
+    if (!p->artifacts[0]) return;
+    DIR *dir = opendir(p->artifacts);
+    struct dirent *e;
+    while (dir && (e = readdir(dir))) {
+        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2]))) continue;
+        char f[4400];
+        snprintf(f, sizeof f, "%s/%s", p->artifacts, e->d_name);
+        unlink(f);
+    }
+    if (dir) closedir(dir);
+    rmdir(p->artifacts);
+}
+
 int sl_tm_process_new(const sl_tm_process_config_t *cfg, sl_tm_process_t **out, char *err, size_t errlen) {
     *out = NULL;
     sl_tm_process_t *p = sl_calloc(1, sizeof *p);
@@ -226,8 +272,8 @@ int sl_tm_process_new(const sl_tm_process_config_t *cfg, sl_tm_process_t **out, 
                              .slots = p->cfg.slots,
                              .send = send_to_jm,
                              .send_ctx = p,
-                             .resolve = cfg->resolve,
-                             .resolve_ctx = cfg->resolve_ctx,
+                             .resolve = resolve_fetching,
+                             .resolve_ctx = p,
                              .dp = p->dp};
         p->tm = sl_tm_new(&tc);
         rc = sl_workq_start(&p->work, run_item, drop_item, p);
@@ -273,6 +319,7 @@ void sl_tm_process_destroy(sl_tm_process_t *p) {
     if (p->tm) sl_tm_destroy(p->tm);
     if (p->dp) sl_data_plane_destroy(p->dp);
     if (p->work_started) sl_workq_free(&p->work);
+    remove_artifacts(p);
     pthread_mutex_destroy(&p->mu);
     sl_free(p->id);
     sl_free(p->jm_host);
