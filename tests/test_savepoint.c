@@ -114,6 +114,61 @@ TEST(stop_without_drain_upgrade) {
     txn_collected_free(t);
 }
 
+/* A savepoint in RocksDB's own format (--type native): RocksDB's SST files
+ * are in the savepoint directory itself (it needs nothing of the job's
+ * checkpoint directory, which is deleted before the restore); it restores
+ * into RocksDB at another parallelism with the windows that were open, and
+ * a heap job refuses it by name. */
+TEST(native_savepoint) {
+    const int64_t G = 2500;
+    txn_collected_t *t = txn_collected_new();
+    sl_schema_t *os = out_schema();
+    job_opts_t o = opts(2, SL_STATE_BACKEND_ROCKSDB);
+    sl_env_t *env = build(&o, t);
+    sl_env_set_savepoint_format(env, SL_SAVEPOINT_NATIVE);
+    run_t r;
+    start(&r, env, G);
+    CHECK(wait_emitted(G));
+    char sp[4300] = "", spdir[700];
+    snprintf(spdir, sizeof spdir, "%s/sp-native", sl_test_tmpdir());
+    CHECK_EQ(sl_env_stop_with_savepoint(env, spdir, false, sp, sizeof sp), 0);
+    CHECK_EQ(finish(&r), 0);
+    sl_env_destroy(env);
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -c 'sst$' > '%s.n'; rm -rf '%s'", sp, sp, CK);
+    CHECK_EQ(system(cmd), 0);
+    char nf[4400];
+    snprintf(nf, sizeof nf, "%s.n", sp);
+    FILE *f = fopen(nf, "r");
+    int nsst = 0;
+    CHECK(f && fscanf(f, "%d", &nsst) == 1);
+    if (f) fclose(f);
+    fprintf(stderr, "  %d SST files in %s\n", nsst, sp);
+    CHECK(nsst >= 2); /* one database per subtask at least */
+
+    job_opts_t h = opts(2, SL_STATE_BACKEND_HASHMAP);
+    h.restore = sp;
+    env = build(&h, t);
+    CHECK(sl_env_execute(env, "native-on-heap") < 0);
+    CHECK_CONTAINS(sl_env_error(env), "RocksDB");
+    CHECK_CONTAINS(sl_env_error(env), "'windows'");
+    sl_env_destroy(env);
+
+    job_opts_t o2 = opts(3, SL_STATE_BACKEND_ROCKSDB);
+    o2.restore = sp;
+    env = build(&o2, t);
+    start(&r, env, N);
+    CHECK_EQ(finish(&r), 0);
+    if (r.rc) fprintf(stderr, "  %s\n", sl_env_error(env));
+    sl_env_destroy(env);
+    static win_row_t got[20000], want[20000];
+    int ng = committed(t, os, got, 20000);
+    int nw = reference(0, N, want, 0);
+    CHECK(same_rows(got, ng, want, nw));
+    sl_schema_unref(os);
+    txn_collected_free(t);
+}
+
 /* Stop with --drain: every window fires before the savepoint (and is
  * committed by it); the next version starts with no watermark (RocksDB
  * with incremental checkpoints -> heap: the savepoint is canonical and
@@ -329,6 +384,7 @@ int main(void) {
     RUN(intermediate_savepoint_then_restore);
     RUN(stop_without_drain_upgrade);
     RUN(stop_with_drain);
+    RUN(native_savepoint);
     RUN(removed_operator_needs_allow_non_restored);
     RUN(max_parallelism_change_refused);
     RUN(damaged_savepoint_refused);

@@ -160,9 +160,9 @@ SL_API void sl_env_set_allow_non_restored_state(sl_env_t *env, bool allow);
  * an absolute path. */
 SL_API void sl_env_set_savepoint_dir(sl_env_t *env, const char *dir);
 /* While sl_env_execute runs on another thread: takes a savepoint (aligned,
- * in the canonical format, so it restores into either state backend) into
- * a new directory savepoint-<job>-<random> under dir (NULL: the default
- * directory) and blocks until it completed; its path goes to path.  The job
+ * in the canonical format unless sl_env_set_savepoint_format says NATIVE)
+ * into a new directory savepoint-<job>-<random> under dir (NULL: the
+ * default directory) and blocks until it completed; its path goes to path.  The job
  * goes on; an intermediate savepoint commits no sink transaction (Flink
  * 1.15+).  Needs checkpointing with a checkpoint directory (savepoints are
  * staged there).  0, or < 0 with sl_env_error saying why (SL_ESTATE: no
@@ -176,6 +176,14 @@ SL_API int sl_env_trigger_savepoint(sl_env_t *env, const char *dir, char *path, 
  * and timers travel in the savepoint.  If the savepoint fails, the job goes
  * on running and the call returns the error. */
 SL_API int sl_env_stop_with_savepoint(sl_env_t *env, const char *dir, bool drain, char *path, size_t cap);
+/* The format of the savepoints the two calls above take (Flink's --type):
+ * CANONICAL (default) restores into either state backend; NATIVE writes
+ * RocksDB's keyed state as RocksDB's own SST files, copied into the
+ * savepoint (self-contained), which is quicker to take and to restore but
+ * restores into RocksDB only (a heap job refuses it by name).  Heap state
+ * is canonical in both.  Builder or any thread before the call. */
+typedef enum sl_savepoint_format { SL_SAVEPOINT_CANONICAL = 0, SL_SAVEPOINT_NATIVE = 1 } sl_savepoint_format_t;
+SL_API void sl_env_set_savepoint_format(sl_env_t *env, sl_savepoint_format_t format);
 /* Restart strategy (restart-strategy.type: fixed-delay): after a
  * retriable failure (a user function error, I/O, state) the job restarts
  * from its latest completed checkpoint, at most `attempts` times, waiting

@@ -480,11 +480,16 @@ static int savepoint(sl_env_t *env, const char *dir, int kind, char *path, size_
 }
 
 int sl_env_trigger_savepoint(sl_env_t *env, const char *dir, char *path, size_t cap) {
-    return savepoint(env, dir, SL_SNAP_SAVEPOINT, path, cap);
+    return savepoint(env, dir, SL_SNAP_SAVEPOINT | (env->savepoint_native ? SL_SNAP_NATIVE : 0), path, cap);
 }
 
 int sl_env_stop_with_savepoint(sl_env_t *env, const char *dir, bool drain, char *path, size_t cap) {
-    return savepoint(env, dir, drain ? SL_SNAP_SAVEPOINT_TERMINATE : SL_SNAP_SAVEPOINT_SUSPEND, path, cap);
+    int kind = drain ? SL_SNAP_SAVEPOINT_TERMINATE : SL_SNAP_SAVEPOINT_SUSPEND;
+    return savepoint(env, dir, kind | (env->savepoint_native ? SL_SNAP_NATIVE : 0), path, cap);
+}
+
+void sl_env_set_savepoint_format(sl_env_t *env, sl_savepoint_format_t format) {
+    env->savepoint_native = format == SL_SAVEPOINT_NATIVE;
 }
 
 void sl_env_cancel(sl_env_t *env) {

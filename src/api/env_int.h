@@ -37,6 +37,7 @@ struct sl_env {
     struct sl_ckpt_metadata *restore_md; /* sl_env_restore_from */
     char *restore_path; /* the restored chk-<n> directory */
     bool allow_nrs;     /* sl_env_set_allow_non_restored_state */
+    bool savepoint_native; /* sl_env_set_savepoint_format */
     char *savepoint_dir;
     /* state backend */
     int backend;                  /* sl_state_backend_kind_t */

@@ -31,9 +31,21 @@ typedef enum sl_snapshot_kind {
     SL_SNAP_SAVEPOINT_TERMINATE = 3, /* stop --drain */
 } sl_snapshot_kind_t;
 #define SL_SNAP_KIND_MAX 3
-static inline bool sl_snap_is_savepoint(int kind) { return kind != SL_SNAP_CHECKPOINT; }
+/* A savepoint's kind may carry SL_SNAP_NATIVE (--type native): keyed state
+ * on RocksDB is written in RocksDB's own format (its SST files, copied
+ * into the savepoint: self-contained), which restores into RocksDB only,
+ * but is faster to take and to restore than the canonical format. */
+#define SL_SNAP_NATIVE 0x10
+static inline int sl_snap_base(int kind) { return kind & ~SL_SNAP_NATIVE; }
+static inline bool sl_snap_native(int kind) { return (kind & SL_SNAP_NATIVE) != 0; }
+/* A kind as messages and barriers may carry it. */
+static inline bool sl_snap_kind_valid(int kind) {
+    return kind >= 0 && sl_snap_base(kind) <= SL_SNAP_KIND_MAX &&
+           !(sl_snap_native(kind) && sl_snap_base(kind) == SL_SNAP_CHECKPOINT);
+}
+static inline bool sl_snap_is_savepoint(int kind) { return sl_snap_base(kind) != SL_SNAP_CHECKPOINT; }
 static inline bool sl_snap_is_sync(int kind) {
-    return kind == SL_SNAP_SAVEPOINT_SUSPEND || kind == SL_SNAP_SAVEPOINT_TERMINATE;
+    return sl_snap_base(kind) == SL_SNAP_SAVEPOINT_SUSPEND || sl_snap_base(kind) == SL_SNAP_SAVEPOINT_TERMINATE;
 }
 
 typedef struct sl_ckpt_config {

@@ -689,11 +689,6 @@ int sl_cli_savepoint(int argc, char **argv) {
         fprintf(stderr, "sluice savepoint: unexpected argument '%s'\n", argv[o.first_pos + 2]);
         return finish(&o, 2);
     }
-    if (o.type && !strcasecmp(o.type, "native")) {
-        fprintf(stderr, "sluice savepoint: --type native is not supported yet: sluice writes canonical savepoints "
-                        "(they restore into either state backend)\n");
-        return finish(&o, 2);
-    }
     const char *jobid = argv[o.first_pos], *dir = o.first_pos + 1 < argc ? argv[o.first_pos + 1] : NULL;
     char base[512], trigger[128], loc[4200];
     base_url(&o, base, sizeof base);
@@ -701,7 +696,8 @@ int sl_cli_savepoint(int argc, char **argv) {
     printf("Triggering savepoint for job %s.\n", jobid);
     printf("Waiting for response...\n");
     fflush(stdout);
-    json_t *body = json_pack("{s:b, s:s}", "cancel-job", 0, "formatType", "CANONICAL");
+    const char *fmt = o.type && !strcasecmp(o.type, "native") ? "NATIVE" : "CANONICAL";
+    json_t *body = json_pack("{s:b, s:s}", "cancel-job", 0, "formatType", fmt);
     if (dir) json_object_set_new(body, "target-directory", json_string(dir));
     int rc = trigger_savepoint("savepoint", base, jobid, "savepoints", body, trigger, sizeof trigger);
     json_decref(body);
@@ -725,17 +721,14 @@ int sl_cli_stop(int argc, char **argv) {
         fprintf(stderr, "sluice stop: unexpected argument '%s'\n", argv[o.first_pos + 1]);
         return finish(&o, 2);
     }
-    if (o.type && !strcasecmp(o.type, "native")) {
-        fprintf(stderr, "sluice stop: --type native is not supported yet: sluice writes canonical savepoints\n");
-        return finish(&o, 2);
-    }
     const char *jobid = argv[o.first_pos];
     char base[512], trigger[128], loc[4200];
     base_url(&o, base, sizeof base);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     printf("Suspending job \"%s\" with a savepoint%s.\n", jobid, o.drain ? " (draining)" : "");
     fflush(stdout);
-    json_t *body = json_pack("{s:b, s:s}", "drain", o.drain, "formatType", "CANONICAL");
+    const char *fmt = o.type && !strcasecmp(o.type, "native") ? "NATIVE" : "CANONICAL";
+    json_t *body = json_pack("{s:b, s:s}", "drain", o.drain, "formatType", fmt);
     if (o.target) json_object_set_new(body, "targetDirectory", json_string(o.target));
     int rc = trigger_savepoint("stop", base, jobid, "stop", body, trigger, sizeof trigger);
     json_decref(body);

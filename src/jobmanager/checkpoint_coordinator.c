@@ -216,7 +216,7 @@ static bool prepare_and_trigger(sl_coordinator_t *c, int64_t id, int64_t ts, int
 int64_t sl_coordinator_trigger(sl_coordinator_t *c) { return sl_coordinator_trigger_kind(c, SL_SNAP_CHECKPOINT); }
 
 int64_t sl_coordinator_trigger_kind(sl_coordinator_t *c, int kind) {
-    if (kind < 0 || kind > SL_SNAP_KIND_MAX) return -1;
+    if (!sl_snap_kind_valid(kind)) return -1;
     pthread_mutex_lock(&c->mu);
     int64_t ts = 0;
     int64_t id = start_locked(c, &ts, kind);

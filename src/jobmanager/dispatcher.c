@@ -899,12 +899,9 @@ static int rest_savepoint(void *ud, const char *id, const sl_rest_savepoint_req_
     bool done = j->done;
     pthread_mutex_unlock(&d->mu);
     if (done) return sl_errf(err, errlen, SL_ESTATE, "Job %s has ended", id);
-    if (req->native)
-        return sl_errf(err, errlen, SL_EINVAL,
-                       "formatType NATIVE is not supported: sluice writes CANONICAL savepoints (they restore into "
-                       "either state backend)");
     int kind = req->stop ? (req->drain ? SL_SNAP_SAVEPOINT_TERMINATE : SL_SNAP_SAVEPOINT_SUSPEND)
                          : req->cancel_job ? SL_SNAP_SAVEPOINT_SUSPEND : SL_SNAP_SAVEPOINT;
+    if (req->native) kind |= SL_SNAP_NATIVE; /* formatType NATIVE: RocksDB's own files */
     int64_t sid = 0;
     const char *dir = req->target_dir; /* the request's, else the job's, else the cluster's */
     if (!dir && !sl_jm_plan(j->jm)->cfg.savepoint_dir[0]) dir = d->cfg.savepoint_dir;

@@ -224,7 +224,7 @@ static void hook_complete(void *ctx, int64_t id, int kind) {
         }
         pthread_mutex_unlock(&jm->sp_mu);
     }
-    if (kind != SL_SNAP_SAVEPOINT) broadcast(jm, SL_MSG_COMPLETE, fill_notify, id, 0, NULL, kind);
+    if (sl_snap_base(kind) != SL_SNAP_SAVEPOINT) broadcast(jm, SL_MSG_COMPLETE, fill_notify, id, 0, NULL, kind);
 }
 
 static void hook_aborted(void *ctx, int64_t id, const char *why) {
@@ -1059,7 +1059,7 @@ void sl_jm_destroy(sl_job_master_t *jm) {
 
 int sl_jm_savepoint(sl_job_master_t *jm, const char *dir, int kind, int64_t *id, char *err, size_t errlen) {
     *id = 0;
-    if (!sl_snap_is_savepoint(kind) || kind > SL_SNAP_KIND_MAX)
+    if (!sl_snap_is_savepoint(kind) || !sl_snap_kind_valid(kind))
         return sl_errf(err, errlen, SL_EINVAL, "savepoint: kind %d is not a kind of savepoint", kind);
     const sl_plan_t *p = jm->plan;
     if (!dir || !dir[0]) dir = p->cfg.savepoint_dir;

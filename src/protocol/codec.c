@@ -1131,8 +1131,9 @@ static int validate(dec_t *d, const sl_msg_t *m) {
         const sl_msg_trigger_t *o = &m->u.trigger;
         if ((rc = vjob(d, o->job_id, o->attempt))) return rc;
         if ((rc = vcheckpoint(d, o->checkpoint_id))) return rc;
-        if (o->kind < 0 || o->kind > SL_SNAP_KIND_MAX)
-            return dfail(d, "kind %d is not a snapshot kind (0..%d)", o->kind, SL_SNAP_KIND_MAX);
+        if (!sl_snap_kind_valid(o->kind))
+            return dfail(d, "kind %d is not a snapshot kind (0..%d, savepoints optionally | 0x%x native)", o->kind,
+                         SL_SNAP_KIND_MAX, SL_SNAP_NATIVE);
         return vnonneg(d, o->timestamp, "timestamp");
     }
     case SL_MSG_ACK: return vack(d, &m->u.ack);

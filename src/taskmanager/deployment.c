@@ -475,7 +475,10 @@ static void persist(sl_deployment_t *dep, sl_ckpt_task_snap_t *snap) {
                 snprintf(prefix, sizeof prefix, "rdb-%d-%d", node, t->subtask);
                 sl_ckpt_subtask_t ntmp;
                 memset(&ntmp, 0, sizeof ntmp);
-                rc = sl_native_persist(dep->storage, snap->id, snap->native[k], prefix, &dep->uploads[li][k], &ntmp,
+                /* a savepoint owns every file it needs (self-contained, movable); a checkpoint shares
+                 * what earlier ones uploaded */
+                rc = sl_native_persist(dep->storage, snap->id, snap->native[k], prefix,
+                                       sl_snap_is_savepoint(snap->kind) ? NULL : &dep->uploads[li][k], &ntmp,
                                        &a->state_bytes, err, sizeof err);
                 sl_native_move(rc == 0 ? st : NULL, &ntmp);
             }
@@ -673,10 +676,10 @@ static int restore_keyed(sl_deployment_t *dep, sl_operator_t *op, const char *ui
     return rc;
 }
 
-int sl_deployment_native_snapshot(sl_deployment_t *dep, sl_task_t *t, int k, sl_native_snap_t **out, char *err,
-                                  size_t errlen) {
+int sl_deployment_native_snapshot(sl_deployment_t *dep, sl_task_t *t, int k, bool force, sl_native_snap_t **out,
+                                  char *err, size_t errlen) {
     *out = NULL;
-    if (!dep || !dep->storage || !sl_native_wanted(dep->plan->cfg.incremental, t->ops[k]->kb)) return 0;
+    if (!dep || !dep->storage || !sl_native_wanted(force || dep->plan->cfg.incremental, t->ops[k]->kb)) return 0;
     char tag[64];
     snprintf(tag, sizeof tag, "%d-%d-%d", t->vertex, t->subtask, k);
     return sl_native_snapshot(t->ops[k]->kb, rocksdb_base(dep), tag, out, err, errlen);

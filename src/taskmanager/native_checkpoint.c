@@ -121,7 +121,7 @@ static int upload(sl_ckpt_storage_t *st, int64_t id, sl_ckpt_scope_t scope, cons
 int sl_native_persist(sl_ckpt_storage_t *st, int64_t id, const sl_native_snap_t *n, const char *private_prefix,
                       sl_native_uploads_t *uploaded, sl_ckpt_subtask_t *sub, int64_t *bytes, char *err,
                       size_t errlen) {
-    if (strcmp(uploaded->instance, n->files.instance) != 0) { /* a new database: nothing of it is stored yet */
+    if (uploaded && strcmp(uploaded->instance, n->files.instance) != 0) { /* a new database: nothing stored yet */
         sl_native_uploads_free(uploaded);
         snprintf(uploaded->instance, sizeof uploaded->instance, "%s", n->files.instance);
     }
@@ -130,15 +130,16 @@ int sl_native_persist(sl_ckpt_storage_t *st, int64_t id, const sl_native_snap_t 
     for (int i = 0; i < n->files.n && rc == 0; i++) {
         const sl_rocksdb_file_t *f = &n->files.v[i];
         char path[400], src[1400];
-        sl_ckpt_scope_t scope = f->shared ? SL_CKPT_SCOPE_SHARED : SL_CKPT_SCOPE_EXCLUSIVE;
-        if (f->shared)
+        bool shared = f->shared && uploaded; /* without a registry (a savepoint) every file is its own */
+        sl_ckpt_scope_t scope = shared ? SL_CKPT_SCOPE_SHARED : SL_CKPT_SCOPE_EXCLUSIVE;
+        if (shared)
             snprintf(path, sizeof path, "%s-%s", n->files.instance, f->name);
         else
             snprintf(path, sizeof path, "%s-%s", private_prefix, f->name);
         snprintf(src, sizeof src, "%s/%s", n->dir, f->name);
         uint64_t size = 0, sum = 0;
         int known = -1;
-        for (int u = 0; f->shared && u < uploaded->n && known < 0; u++)
+        for (int u = 0; shared && u < uploaded->n && known < 0; u++)
             if (!strcmp(uploaded->v[u].name, path)) known = u;
         if (known >= 0) { /* uploaded for an earlier checkpoint: refer to it */
             size = uploaded->v[known].size;
@@ -147,7 +148,7 @@ int sl_native_persist(sl_ckpt_storage_t *st, int64_t id, const sl_native_snap_t 
             rc = upload(st, id, scope, path, src, &size, &sum, err, errlen);
             if (rc < 0) break;
             *bytes += (int64_t)size;
-            if (f->shared) {
+            if (shared) {
                 uploaded->v = sl_realloc(uploaded->v, (size_t)(uploaded->n + 1) * sizeof *uploaded->v);
                 uploaded->v[uploaded->n++] = (sl_native_upload_t){sl_strdup(path), size, sum};
             }

@@ -41,7 +41,9 @@ int sl_native_snapshot(sl_keyed_backend_t *kb, const char *base_dir, const char 
 void sl_native_snap_free(sl_native_snap_t *n);
 /* The asynchronous phase: uploads what storage lacks, adds the handles and
  * the file list to sub; *bytes grows by the bytes uploaded.  private_prefix
- * names the checkpoint's own copies of MANIFEST, CURRENT and OPTIONS. */
+ * names the checkpoint's own copies of MANIFEST, CURRENT and OPTIONS.
+ * uploaded NULL (a native savepoint): every file, SST files too, is
+ * copied into the checkpoint's own directory, so it needs nothing else. */
 int sl_native_persist(sl_ckpt_storage_t *st, int64_t id, const sl_native_snap_t *n, const char *private_prefix,
                       sl_native_uploads_t *uploaded, sl_ckpt_subtask_t *sub, int64_t *bytes, char *err,
                       size_t errlen);

@@ -114,7 +114,8 @@ static sl_ckpt_task_snap_t *take_snapshot(sl_task_t *t, int64_t id, int64_t ts, 
          * restored task must pass the maximum watermark on again when its
          * restored sources end again, which it would not if it had it
          * already (downstream at another parallelism would never see it). */
-        if (kind != SL_SNAP_SAVEPOINT_TERMINATE && !t->data_ended) sl_op_snapshot_time(op, &snap->times[i]);
+        if (sl_snap_base(kind) != SL_SNAP_SAVEPOINT_TERMINATE && !t->data_ended)
+            sl_op_snapshot_time(op, &snap->times[i]);
         if (op->vt->snapshot_state) {
             int rc = op->vt->snapshot_state(op, id, &snap->blobs[i]);
             if (rc < 0 && !t->failed) sl_task_fail(t, rc, "snapshot failed");
@@ -122,8 +123,10 @@ static sl_ckpt_task_snap_t *take_snapshot(sl_task_t *t, int64_t id, int64_t ts, 
         if (op->kb) { /* synchronous phase: copy-on-write views, O(key groups) */
             snap->ranges[i] = op->kg_range;
             char nerr[600] = "";
-            int rc = kind == SL_SNAP_CHECKPOINT /* a savepoint is canonical and self-contained */
-                         ? sl_deployment_native_snapshot(t->dep, t, i, &snap->native[i], nerr, sizeof nerr)
+            /* a savepoint is canonical unless it asked for RocksDB's own format (self-contained then) */
+            int rc = kind == SL_SNAP_CHECKPOINT || sl_snap_native(kind)
+                         ? sl_deployment_native_snapshot(t->dep, t, i, sl_snap_native(kind), &snap->native[i], nerr,
+                                                         sizeof nerr)
                          : 0;
             if (rc < 0 && !t->failed) sl_task_fail(t, rc, nerr);
             if (rc == 0 && !snap->native[i]) rc = op->kb->ops->snapshot(op->kb, &snap->keyed[i]);
@@ -234,7 +237,7 @@ static void trigger_mail(void *owner, void *arg) {
         t->late_kind = m->kind;
     }
     if (acts && !t->failed && !t->finished && !t->sync_id) {
-        if (m->kind == SL_SNAP_SAVEPOINT_TERMINATE && t->is_source) sl_source_op_drain(t->ops[0]);
+        if (sl_snap_base(m->kind) == SL_SNAP_SAVEPOINT_TERMINATE && t->is_source) sl_source_op_drain(t->ops[0]);
         if (!t->failed) perform_checkpoint(t, m->id, m->ts, m->kind);
     }
     sl_free(m);
@@ -469,7 +472,7 @@ static int consume(sl_task_t *t, sl_input_gate_t *g, int c, const sl_nbuf_t *b, 
             if (end - p < SL_BARRIER_LEN) goto corrupt;
             int64_t id = (int64_t)sl_ld64(p + 1), ts = (int64_t)sl_ld64(p + 9), aborted;
             int kind = p[17];
-            if (kind > SL_SNAP_KIND_MAX) goto corrupt;
+            if (!sl_snap_kind_valid(kind)) goto corrupt;
             if (t->replaying) { /* a barrier inside restored in-flight data is history */
                 p += SL_BARRIER_LEN;
                 break;

@@ -212,10 +212,11 @@ void sl_deployment_task_final(sl_deployment_t *dep, sl_task_t *t);
 /* The task failed (t->rc, t->err): the deployment cancels its other tasks
  * and reports the failure. */
 void sl_deployment_task_failed(sl_deployment_t *dep, sl_task_t *t);
-/* Incremental checkpoints: the native snapshot of t's operator k, or
- * *out = NULL when its state is checkpointed in the canonical format. */
-int sl_deployment_native_snapshot(sl_deployment_t *dep, sl_task_t *t, int k, struct sl_native_snap **out, char *err,
-                                  size_t errlen);
+/* Incremental checkpoints and native savepoints (force): the native
+ * snapshot of t's operator k, or *out = NULL when its state is written in
+ * the canonical format (not RocksDB, or neither incremental nor forced). */
+int sl_deployment_native_snapshot(sl_deployment_t *dep, sl_task_t *t, int k, bool force, struct sl_native_snap **out,
+                                  char *err, size_t errlen);
 /* The uid under which the head operator of a vertex keeps its state (from
  * the plan). */
 void sl_deployment_head_uid(sl_deployment_t *dep, int vertex, char *buf, size_t cap);
