@@ -318,6 +318,46 @@ static sl_msg_t *rmsg(int type) {
         if (x->nsubtasks) distinct_indexes(&x->subtasks[0].task, sizeof *x->subtasks, x->nsubtasks);
         break;
     }
+    case SL_MSG_STATE_QUERY: {
+        sl_msg_state_query_t *q = &m->u.state_query;
+        q->job_id = rstr(1, 30);
+        q->attempt = rnonneg32();
+        q->task = rref();
+        q->request_id = 1 + below(UINT64_MAX - 1);
+        q->uid = rstr(1, 30);
+        q->state = rstr(0, 20);
+        size_t n;
+        uint8_t *k = rbytes(&n, coin(8) ? SL_MSG_STATE_QUERY_MAX_KEY : 40);
+        if (n) sl_buf_append(&q->key, k, n);
+        sl_free(k);
+        q->has_namespace = coin(2);
+        if (q->has_namespace) {
+            uint8_t *ns = rbytes(&n, 40);
+            if (n) sl_buf_append(&q->ns, ns, n);
+            sl_free(ns);
+        }
+        break;
+    }
+    case SL_MSG_STATE_QUERY_RESULT: {
+        sl_msg_state_query_result_t *r = &m->u.state_query_result;
+        r->job_id = rstr(1, 30);
+        r->attempt = rnonneg32();
+        r->task = rref();
+        r->request_id = 1 + below(UINT64_MAX - 1);
+        r->status = (int32_t)below(SL_SQ_STATUS_MAX + 1);
+        if (r->status == SL_SQ_OK) {
+            r->message = sl_strdup("");
+            r->key_group = (int32_t)below(SL_CKPT_MAX_PARALLELISM);
+            size_t n;
+            uint8_t *b = NULL;
+            while (!b) b = rbytes(&n, 200);
+            sl_buf_append(&r->block, b, n);
+            sl_free(b);
+        } else {
+            r->message = rstr(1, 40);
+        }
+        break;
+    }
     }
     return m;
 }
@@ -536,6 +576,32 @@ static bool msg_equal(const sl_msg_t *a, const sl_msg_t *b) {
         }
         return true;
     }
+    case SL_MSG_STATE_QUERY: {
+        const sl_msg_state_query_t *x = &a->u.state_query, *y = &b->u.state_query;
+        SAME_STR(x->job_id, y->job_id, "job_id");
+        SAME(x->attempt, y->attempt, "attempt");
+        if (!same_ref(&x->task, &y->task)) return diff("task");
+        SAME(x->request_id, y->request_id, "request_id");
+        SAME_STR(x->uid, y->uid, "uid");
+        SAME_STR(x->state, y->state, "state");
+        if (x->key.len != y->key.len || (x->key.len && memcmp(x->key.p, y->key.p, x->key.len))) return diff("key");
+        SAME(x->has_namespace, y->has_namespace, "has_namespace");
+        if (x->ns.len != y->ns.len || (x->ns.len && memcmp(x->ns.p, y->ns.p, x->ns.len))) return diff("ns");
+        return true;
+    }
+    case SL_MSG_STATE_QUERY_RESULT: {
+        const sl_msg_state_query_result_t *x = &a->u.state_query_result, *y = &b->u.state_query_result;
+        SAME_STR(x->job_id, y->job_id, "job_id");
+        SAME(x->attempt, y->attempt, "attempt");
+        if (!same_ref(&x->task, &y->task)) return diff("task");
+        SAME(x->request_id, y->request_id, "request_id");
+        SAME(x->status, y->status, "status");
+        SAME_STR(x->message, y->message, "message");
+        SAME(x->key_group, y->key_group, "key_group");
+        if (x->block.len != y->block.len || (x->block.len && memcmp(x->block.p, y->block.p, x->block.len)))
+            return diff("block");
+        return true;
+    }
     default: return diff("unknown type");
     }
 }
@@ -603,7 +669,8 @@ static bool accepted(const sl_msg_t *m) {
 
 TEST(names) {
     const char *names[] = {NULL,   "REGISTER", "REGISTERED", "HEARTBEAT", "DEPLOY",  "CANCEL",
-                           "TASK_STATE", "TRIGGER",  "ACK",        "DECLINE",   "COMPLETE", "ABORTED", "METRICS"};
+                           "TASK_STATE", "TRIGGER",  "ACK",        "DECLINE",   "COMPLETE", "ABORTED", "METRICS",
+                           "STATE_QUERY", "STATE_QUERY_RESULT"};
     for (int t = 1; t <= SL_MSG_TYPE_MAX; t++) CHECK_STR(sl_msg_type_name(t), names[t]);
     CHECK_STR(sl_msg_type_name(0), "unknown");
     CHECK_STR(sl_msg_type_name(SL_MSG_TYPE_MAX + 1), "unknown");
@@ -770,7 +837,7 @@ TEST(header_refusals) {
         {4, 2, 65535, "version 65535 is newer"},
         {4, 2, 0, "version 0 is not a protocol version"},
         {6, 2, 0, "unknown message type 0"},
-        {6, 2, SL_MSG_TYPE_MAX + 1, "unknown message type 13"},
+        {6, 2, SL_MSG_TYPE_MAX + 1, "unknown message type 15"},
         {6, 2, 65535, "unknown message type 65535"},
         {8, 4, SL_MSG_MAX_FRAME - SL_MSG_HEADER + 1, "DEPLOY: a frame of 16777217 bytes is over the maximum of 16777216"},
         {8, 4, UINT32_MAX, "is over the maximum"},
@@ -876,7 +943,7 @@ TEST(encode_refusals) {
     sl_msg_destroy(m);
     m = sl_msg_new(SL_MSG_TYPE_MAX + 1);
     CHECK_EQ(sl_msg_encode(m, &b, err, sizeof err), SL_EINVAL);
-    CHECK_CONTAINS(err, "unknown message type 13");
+    CHECK_CONTAINS(err, "unknown message type 15");
     CHECK_EQ(b.len, 0);
     sl_msg_destroy(m);
     sl_buf_free(&b);
@@ -1240,6 +1307,8 @@ TEST(validation) {
         case SL_MSG_ACK: field = &m->u.ack.job_id, name = "job_id"; break;
         case SL_MSG_DECLINE: field = &m->u.decline.job_id, name = "job_id"; break;
         case SL_MSG_METRICS: field = &m->u.metrics.job_id, name = "job_id"; break;
+        case SL_MSG_STATE_QUERY: field = &m->u.state_query.job_id, name = "job_id"; break;
+        case SL_MSG_STATE_QUERY_RESULT: field = &m->u.state_query_result.job_id, name = "job_id"; break;
         default: field = &m->u.notify.job_id, name = "job_id"; break;
         }
         CHECK(accepted(m));
@@ -1250,6 +1319,68 @@ TEST(validation) {
         CHECK(refused(m, expect));
         sl_msg_destroy(m);
     }
+
+    /* STATE_QUERY: an operator, a request id, a key within bounds, a
+     * namespace only when flagged */
+    g_max = 2;
+    m = rmsg(SL_MSG_STATE_QUERY);
+    CHECK(accepted(m));
+    m->u.state_query.request_id = 0;
+    CHECK(refused(m, "STATE_QUERY: request_id is 0"));
+    m->u.state_query.request_id = 7;
+    sl_free(m->u.state_query.uid);
+    m->u.state_query.uid = sl_strdup("");
+    CHECK(refused(m, "STATE_QUERY: uid is empty"));
+    sl_free(m->u.state_query.uid);
+    m->u.state_query.uid = sl_strdup("counter");
+    m->u.state_query.key.len = 0;
+    for (int i = 0; i <= SL_MSG_STATE_QUERY_MAX_KEY; i++) sl_buf_append(&m->u.state_query.key, "k", 1);
+    CHECK(refused(m, "STATE_QUERY: key is 1025 bytes, over the maximum of 1024"));
+    m->u.state_query.key.len = SL_MSG_STATE_QUERY_MAX_KEY;
+    CHECK(accepted(m));
+    m->u.state_query.has_namespace = false;
+    m->u.state_query.ns.len = 0;
+    sl_buf_append(&m->u.state_query.ns, "w", 1);
+    CHECK(refused(m, "STATE_QUERY: ns given (1 bytes) without has_namespace"));
+    m->u.state_query.has_namespace = true;
+    CHECK(accepted(m));
+    m->u.state_query.task.subtask = -1;
+    CHECK(refused(m, "STATE_QUERY: task.subtask -1 is negative"));
+    sl_msg_destroy(m);
+
+    /* STATE_QUERY_RESULT: a known status; OK has a block and a key group,
+     * a failure a message and no block */
+    m = rmsg(SL_MSG_STATE_QUERY_RESULT);
+    sl_msg_state_query_result_t *qr = &m->u.state_query_result;
+    qr->status = SL_SQ_OK;
+    sl_free(qr->message);
+    qr->message = sl_strdup("");
+    qr->key_group = 5;
+    qr->block.len = 0;
+    sl_buf_append(&qr->block, "SLKS", 4);
+    CHECK(accepted(m));
+    qr->key_group = SL_CKPT_MAX_PARALLELISM;
+    CHECK(refused(m, "STATE_QUERY_RESULT: key_group 32768 is out of range (0..32767)"));
+    qr->key_group = -1;
+    CHECK(refused(m, "STATE_QUERY_RESULT: key_group -1 is out of range"));
+    qr->key_group = 5;
+    qr->block.len = 0;
+    CHECK(refused(m, "STATE_QUERY_RESULT: status OK without a block"));
+    qr->status = SL_SQ_STATUS_MAX + 1;
+    CHECK(refused(m, "STATE_QUERY_RESULT: status 5 is not a state query status (0..4)"));
+    qr->status = -1;
+    CHECK(refused(m, "STATE_QUERY_RESULT: status -1 is not a state query status"));
+    qr->status = SL_SQ_NO_STATE;
+    CHECK(refused(m, "STATE_QUERY_RESULT: message is empty"));
+    sl_free(qr->message);
+    qr->message = sl_strdup("no state 'x'");
+    CHECK(accepted(m));
+    sl_buf_append(&qr->block, "SLKS", 4);
+    CHECK(refused(m, "STATE_QUERY_RESULT: status 2 (not OK) with a block of 4 bytes"));
+    qr->request_id = 0;
+    qr->block.len = 0;
+    CHECK(refused(m, "STATE_QUERY_RESULT: request_id is 0"));
+    sl_msg_destroy(m);
 
     /* METRICS: the TaskManager is named; cumulative figures are never
      * negative; each subtask once; watermarks may be anything */

@@ -65,6 +65,24 @@ static int plan_part(sl_partitioning_t p) {
     }
 }
 
+/* How input 0's key is made (plan.h, sl_plan_node_t.key). */
+static char *plan_key(const sl_node_t *n) {
+    if (!n->keyed[0]) return sl_strdup("");
+    int idx[SL_KEY_MAX_FIELDS], nf = 0;
+    const sl_schema_t *in = n->in_schema[0];
+    if (!in || !sl_key_is_fields(&n->key[0], idx, &nf)) return sl_strdup("function");
+    sl_schema_t *ks = sl_schema_new();
+    for (int k = 0; k < nf; k++)
+        sl_schema_add(ks, sl_schema_field_name(in, idx[k]), sl_schema_field_type(in, idx[k]),
+                      sl_schema_field_nullable(in, idx[k]));
+    char ddl[4096];
+    sl_schema_format(ks, ddl, sizeof ddl);
+    sl_schema_unref(ks);
+    char *out = sl_malloc(strlen(ddl) + 8);
+    sprintf(out, "%s %s", n->key[0].field >= 0 ? "field" : "fields", ddl);
+    return out;
+}
+
 int sl_plan_build(const sl_env_t *env, const char *job_name, sl_plan_t **out, sl_job_code_t *code, char *err,
                   size_t errlen) {
     *out = NULL;
@@ -132,6 +150,7 @@ int sl_plan_build(const sl_env_t *env, const char *job_name, sl_plan_t **out, sl
             pn->state_schemas[k].name = sl_strdup(n->state_names[k]);
             pn->state_schemas[k].schema = sl_strdup(ddl);
         }
+        pn->key = plan_key(n);
 
         sl_code_node_t *cn = &code->nodes[i];
         cn->create = n->create;

@@ -13,6 +13,8 @@
 #include "checkpoint/state_reader.h"
 
 #include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -168,4 +170,303 @@ int sl_ckpt_keyed_blocks_from_backend(sl_keyed_backend_t *kb, sl_ckpt_block_fn f
     sl_buf_free(&buf);
     sl_kb_snapshot_release(snap);
     return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Entries of canonical blocks as JSON (state_reader.h, sl_state_entries_t):
+ * collecting, ordering, encoding. */
+
+typedef struct item {
+    uint8_t *uk, *v; /* uk NULL unless map */
+    uint32_t uklen, vlen;
+} item_t;
+
+typedef struct entry {
+    int state; /* index into names */
+    int kg;
+    uint8_t *key, *ns;
+    uint32_t klen, nslen;
+    item_t *items;
+    uint32_t n;
+} entry_t;
+
+struct sl_state_entries {
+    char *only;       /* one state's name (owned), or NULL */
+    char **names;     /* every state the blocks declare */
+    int *kinds;
+    int nnames;
+    entry_t *v;
+    size_t n, cap;
+    int kg, cur_state; /* cur_state -1: skipped (--state) */
+    entry_t *cur;
+};
+typedef struct sl_state_entries collector_t;
+
+static uint8_t *dup_bytes(const uint8_t *p, uint32_t n) {
+    uint8_t *d = sl_malloc(n ? n : 1);
+    if (n) memcpy(d, p, n);
+    return d;
+}
+
+static int on_state(void *c, const char *name, uint32_t namelen, sl_state_kind_t kind, uint32_t nentries) {
+    collector_t *col = c;
+    int idx = -1;
+    for (int i = 0; i < col->nnames && idx < 0; i++)
+        if (strlen(col->names[i]) == namelen && memcmp(col->names[i], name, namelen) == 0) idx = i;
+    if (idx < 0) {
+        col->names = sl_realloc(col->names, (size_t)(col->nnames + 1) * sizeof *col->names);
+        col->kinds = sl_realloc(col->kinds, (size_t)(col->nnames + 1) * sizeof *col->kinds);
+        col->names[col->nnames] = sl_strndup(name, namelen);
+        col->kinds[col->nnames] = (int)kind;
+        idx = col->nnames++;
+    } else if (col->kinds[idx] != (int)kind) {
+        return SL_EFORMAT; /* reported by the caller with the key group */
+    }
+    col->cur_state = col->only && strcmp(col->only, col->names[idx]) != 0 ? -1 : idx;
+    col->cur = NULL;
+    return 0;
+}
+
+static int on_entry(void *c, const uint8_t *key, uint32_t klen, const uint8_t *ns, uint32_t nslen, uint32_t n) {
+    collector_t *col = c;
+    col->cur = NULL;
+    if (col->cur_state < 0) return 0;
+    if (col->n == col->cap) {
+        col->cap = col->cap ? col->cap * 2 : 256;
+        col->v = sl_realloc(col->v, col->cap * sizeof *col->v);
+    }
+    entry_t *e = &col->v[col->n++];
+    memset(e, 0, sizeof *e);
+    e->state = col->cur_state;
+    e->kg = col->kg;
+    e->key = dup_bytes(key, klen);
+    e->klen = klen;
+    e->ns = dup_bytes(ns, nslen);
+    e->nslen = nslen;
+    e->items = sl_calloc(n ? n : 1, sizeof *e->items); /* n is bounded by the block's bytes (sl_kbf_parse) */
+    col->cur = e;
+    return 0;
+}
+
+static int on_item(void *c, const uint8_t *uk, uint32_t uklen, const uint8_t *v, uint32_t vlen) {
+    collector_t *col = c;
+    entry_t *e = col->cur;
+    if (!e) return 0;
+    item_t *it = &e->items[e->n++];
+    it->uk = uk ? dup_bytes(uk, uklen) : NULL;
+    it->uklen = uklen;
+    it->v = dup_bytes(v, vlen);
+    it->vlen = vlen;
+    return 0;
+}
+
+static const sl_kbf_visitor_t VISITOR = {.state = on_state, .entry = on_entry, .item = on_item};
+
+int sl_state_entries_add_block(sl_state_entries_t *col, int max_parallelism, const char *uid, int kg,
+                               const uint8_t *block, size_t len, char *err, size_t errlen) {
+    col->kg = kg;
+    col->cur_state = -1;
+    col->cur = NULL;
+    char perr[600] = "";
+    int rc = sl_kbf_parse(block, len, max_parallelism, kg, &VISITOR, col, perr, sizeof perr);
+    if (rc == SL_EFORMAT && !perr[0])
+        snprintf(perr, sizeof perr, "keyed state of key group %d: a state is declared with two different kinds", kg);
+    if (rc < 0) return sl_errf(err, errlen, rc, "operator '%s': %s", uid, perr);
+    return 0;
+}
+
+void sl_state_entries_free(sl_state_entries_t *col) {
+    if (!col) return;
+    for (size_t i = 0; i < col->n; i++) {
+        entry_t *e = &col->v[i];
+        for (uint32_t j = 0; j < e->n; j++) {
+            sl_free(e->items[j].uk);
+            sl_free(e->items[j].v);
+        }
+        sl_free(e->items);
+        sl_free(e->key);
+        sl_free(e->ns);
+    }
+    sl_free(col->v);
+    for (int i = 0; i < col->nnames; i++) sl_free(col->names[i]);
+    sl_free(col->names);
+    sl_free(col->kinds);
+    sl_free(col->only);
+    sl_free(col);
+}
+
+/* ------------------------------------------------------------------ */
+/* Ordering. */
+
+static int cmp_bytes(const uint8_t *a, uint32_t al, const uint8_t *b, uint32_t bl) {
+    int c = memcmp(a, b, SL_MIN(al, bl));
+    return c ? c : al < bl ? -1 : al > bl ? 1 : 0;
+}
+
+static _Thread_local char *const *g_names; /* qsort has no context argument (one sort per thread at a time) */
+
+static int cmp_entry(const void *x, const void *y) {
+    const entry_t *a = x, *b = y;
+    int c = strcmp(g_names[a->state], g_names[b->state]);
+    if (!c) c = cmp_bytes(a->key, a->klen, b->key, b->klen);
+    if (!c) c = cmp_bytes(a->ns, a->nslen, b->ns, b->nslen);
+    return c;
+}
+
+static int cmp_item(const void *x, const void *y) {
+    const item_t *a = x, *b = y;
+    return cmp_bytes(a->uk, a->uklen, b->uk, b->uklen);
+}
+
+/* ------------------------------------------------------------------ */
+/* Encoding. */
+
+/* p as a hex (lowercase) or base64 (RFC 4648, padded) string. */
+static json_t *encode_text(bool hex, const uint8_t *p, uint32_t n) {
+    static const char HEX[] = "0123456789abcdef";
+    static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *s;
+    size_t o = 0;
+    if (hex) {
+        s = sl_malloc((size_t)n * 2 + 1);
+        for (uint32_t i = 0; i < n; i++) {
+            s[o++] = HEX[p[i] >> 4];
+            s[o++] = HEX[p[i] & 15];
+        }
+    } else {
+        s = sl_malloc(((size_t)n + 2) / 3 * 4 + 1);
+        for (uint32_t i = 0; i < n; i += 3) {
+            uint32_t rest = n - i;
+            uint32_t v = (uint32_t)p[i] << 16 | (rest > 1 ? (uint32_t)p[i + 1] << 8 : 0) | (rest > 2 ? p[i + 2] : 0);
+            s[o++] = B64[v >> 18 & 63];
+            s[o++] = B64[v >> 12 & 63];
+            s[o++] = rest > 1 ? B64[v >> 6 & 63] : '=';
+            s[o++] = rest > 2 ? B64[v & 63] : '=';
+        }
+    }
+    s[o] = 0;
+    json_t *j = json_stringn(s, o);
+    sl_free(s);
+    return j;
+}
+
+/* The JSON for bytes in mode m, or NULL (utf8 mode, not UTF-8). */
+static json_t *encode(sl_state_bytes_t m, const uint8_t *p, uint32_t n) {
+    static const uint8_t empty[1];
+    if (!p) p = empty;
+    switch (m) {
+    case SL_STATE_BYTES_HEX: return encode_text(true, p, n);
+    case SL_STATE_BYTES_BASE64: return encode_text(false, p, n);
+    case SL_STATE_BYTES_UTF8: return json_stringn((const char *)p, n); /* NULL when not UTF-8 */
+    case SL_STATE_BYTES_AUTO: break;
+    }
+    json_t *s = memchr(p, 0, n) ? NULL : json_stringn((const char *)p, n);
+    if (s) return s;
+    return json_pack("{s:o}", "hex", encode_text(true, p, n));
+}
+
+typedef struct printer {
+    sl_state_bytes_t mode;
+    const char *what; /* what failed to encode, for the message */
+} printer_t;
+
+/* The "value" of an entry, or NULL with pr->what set (utf8 mode). */
+static json_t *entry_value(printer_t *pr, int kind, entry_t *e) {
+    if (kind == SL_STATE_VALUE) {
+        json_t *v = e->n == 1 ? encode(pr->mode, e->items[0].v, e->items[0].vlen) : NULL;
+        if (!v) pr->what = "value";
+        return v;
+    }
+    if (kind == SL_STATE_LIST) {
+        json_t *a = json_array();
+        for (uint32_t i = 0; i < e->n; i++) {
+            json_t *v = encode(pr->mode, e->items[i].v, e->items[i].vlen);
+            if (!v) {
+                pr->what = "list element";
+                json_decref(a);
+                return NULL;
+            }
+            json_array_append_new(a, v);
+        }
+        return a;
+    }
+    qsort(e->items, e->n, sizeof *e->items, cmp_item);
+    json_t *obj = json_object(), *pairs = json_array();
+    bool as_object = true;
+    for (uint32_t i = 0; i < e->n; i++) {
+        json_t *k = encode(pr->mode, e->items[i].uk, e->items[i].uklen);
+        json_t *v = encode(pr->mode, e->items[i].v, e->items[i].vlen);
+        if (!k || !v) {
+            pr->what = !k ? "map user key" : "map value";
+            json_decref(k);
+            json_decref(v);
+            json_decref(obj);
+            json_decref(pairs);
+            return NULL;
+        }
+        if (!json_is_string(k)) as_object = false;
+        if (as_object) json_object_setn_new(obj, json_string_value(k), json_string_length(k), json_incref(v));
+        json_array_append_new(pairs, json_pack("[oo]", k, v));
+    }
+    if (as_object) {
+        json_decref(pairs);
+        return obj;
+    }
+    json_decref(obj);
+    return pairs;
+}
+
+json_t *sl_state_entries_json(sl_state_entries_t *col, size_t i, sl_state_bytes_t mode, char *err,
+                              size_t errlen) {
+    entry_t *e = &col->v[i];
+    printer_t pr = {mode, NULL};
+    int kind = col->kinds[e->state];
+    const char *name = col->names[e->state];
+    json_t *key = encode(mode, e->key, e->klen);
+    json_t *ns = key ? encode(mode, e->ns, e->nslen) : NULL;
+    json_t *val = ns ? entry_value(&pr, kind, e) : NULL;
+    if (!val) {
+        snprintf(err, errlen, "state '%s', key group %d: the %s of an entry is not valid UTF-8", name, e->kg,
+                 !key ? "key" : !ns ? "namespace" : pr.what);
+        json_decref(key);
+        json_decref(ns);
+        return NULL;
+    }
+    return json_pack("{s:o, s:s, s:i, s:o, s:o, s:o}", "state", encode(SL_STATE_BYTES_AUTO, (const uint8_t *)name,
+                     (uint32_t)strlen(name)), "kind", sl_kbf_kind_name(kind), "key_group", e->kg, "key", key,
+                     "namespace", ns, "value", val);
+}
+
+sl_state_entries_t *sl_state_entries_new(const char *only) {
+    sl_state_entries_t *col = sl_calloc(1, sizeof *col);
+    col->only = only ? sl_strdup(only) : NULL;
+    return col;
+}
+
+size_t sl_state_entries_count(const sl_state_entries_t *col) { return col->n; }
+
+int sl_state_entries_nstates(const sl_state_entries_t *col) { return col->nnames; }
+
+const char *sl_state_entries_state(const sl_state_entries_t *col, int i) { return col->names[i]; }
+
+bool sl_state_entries_declares(const sl_state_entries_t *col, const char *name) {
+    for (int i = 0; i < col->nnames; i++)
+        if (strcmp(col->names[i], name) == 0) return true;
+    return false;
+}
+
+void sl_state_entries_sort(sl_state_entries_t *col) {
+    g_names = col->names;
+    if (col->n > 1) qsort(col->v, col->n, sizeof *col->v, cmp_entry);
+    for (int i = 1; i < col->nnames; i++) /* insertion sort of the names, keeping kinds alongside */
+        for (int j = i; j > 0 && strcmp(col->names[j - 1], col->names[j]) > 0; j--) {
+            char *t = col->names[j];
+            col->names[j] = col->names[j - 1];
+            col->names[j - 1] = t;
+            int k = col->kinds[j];
+            col->kinds[j] = col->kinds[j - 1];
+            col->kinds[j - 1] = k;
+            for (size_t x = 0; x < col->n; x++) /* entries refer to names by index */
+                col->v[x].state = col->v[x].state == j ? j - 1 : col->v[x].state == j - 1 ? j : col->v[x].state;
+        }
 }

@@ -21,11 +21,15 @@
  * file: SL_ENOTFOUND (no checkpoint, a missing file), SL_EFORMAT (damaged,
  * not a checkpoint), SL_EIO (the filesystem failed).
  *
+ * The entries of blocks become JSON here too (sl_state_entries_t, below),
+ * for `sluice state read` and for queries of a running job's state.
+ *
  * Threading: no shared state; one call at a time per argument.
  */
 #ifndef SL_CKPT_STATE_READER_H
 #define SL_CKPT_STATE_READER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -60,5 +64,52 @@ int sl_ckpt_keyed_blocks_from_files(const char *dir, const sl_ckpt_operator_t *m
  * released).  The backend's thread. */
 int sl_ckpt_keyed_blocks_from_backend(sl_keyed_backend_t *kb, sl_ckpt_block_fn fn, void *c, char *err,
                                       size_t errlen);
+
+/* ------------------------------------------------------------------ */
+/* Keyed-state entries as JSON: what `sluice state read` prints per line
+ * and what a running job's state query answers (jobmanager/state_query.c),
+ * so both print the same shape:
+ *
+ *   {"state":"seen","kind":"list","key_group":17,"key":"card-17","namespace":"","value":["a","b"]}
+ *
+ * A value is a string (value state), an array (list state, in list order)
+ * or, for map state, an object of user key -> value sorted by user key (an
+ * array of [user key, value] pairs when a user key cannot be an object
+ * key).  Bytes are encoded per sl_state_bytes_t.  Threads: a collection
+ * belongs to one thread at a time; different threads may each use their
+ * own at once (sorting keeps its context per thread). */
+
+typedef enum sl_state_bytes {
+    SL_STATE_BYTES_AUTO = 0, /* a JSON string when UTF-8 without NUL, else {"hex":"..."} */
+    SL_STATE_BYTES_UTF8,     /* strings; bytes that are not UTF-8 are an error */
+    SL_STATE_BYTES_HEX,      /* every key, namespace, user key and value as lowercase hex */
+    SL_STATE_BYTES_BASE64,   /* ... as base64 (RFC 4648, padded) */
+} sl_state_bytes_t;
+
+typedef struct sl_state_entries sl_state_entries_t;
+struct json_t;
+
+/* A new, empty collection; only (copied) keeps just that state's entries
+ * (every state's name is still recorded), NULL keeps all. */
+sl_state_entries_t *sl_state_entries_new(const char *only);
+/* Parses key group kg's canonical block (sl_kbf_parse: checked whole) of
+ * operator uid and adds its entries.  0, or < 0 with err naming the
+ * operator and what is wrong. */
+int sl_state_entries_add_block(sl_state_entries_t *e, int max_parallelism, const char *uid, int kg,
+                               const uint8_t *block, size_t len, char *err, size_t errlen);
+/* Entries collected; states the blocks declared (in first-seen order,
+ * bytewise order after sort), and whether one is called name. */
+size_t sl_state_entries_count(const sl_state_entries_t *e);
+int sl_state_entries_nstates(const sl_state_entries_t *e);
+const char *sl_state_entries_state(const sl_state_entries_t *e, int i);
+bool sl_state_entries_declares(const sl_state_entries_t *e, const char *name);
+/* Orders entries by state name, key bytes, namespace bytes, and the state
+ * names bytewise. */
+void sl_state_entries_sort(sl_state_entries_t *e);
+/* Entry i as a JSON object (the caller owns the reference), or NULL with
+ * err saying which bytes are not UTF-8 (SL_STATE_BYTES_UTF8 only). */
+struct json_t *sl_state_entries_json(sl_state_entries_t *e, size_t i, sl_state_bytes_t mode, char *err,
+                                     size_t errlen);
+void sl_state_entries_free(sl_state_entries_t *e);
 
 #endif

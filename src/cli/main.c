@@ -4,6 +4,7 @@
  *   sluice                      runs the S1 fraud job on the built-in generator
  *   sluice run [fraud] [opts]   the same, with options (see --help)
  *   sluice state read PATH ...  a checkpoint's keyed state as JSON lines (state_read.c)
+ *   sluice state query JOBID .. a running job's keyed state for one key (state_query.c)
  *
  * The cluster verbs Flink users know (run, list, cancel, savepoint, stop)
  * are in client.c.
@@ -77,7 +78,9 @@ static void usage(FILE *f) {
             "  sluice info [-c NAME] JOB [args...]                        the job's plan, not run\n"
             "state (README, \"Reading state\"):\n"
             "  sluice state read PATH --uid UID [--state NAME] [--bytes auto|utf8|hex|base64]\n"
-            "                           an operator's keyed state in a checkpoint, as JSON lines\n");
+            "                           an operator's keyed state in a checkpoint, as JSON lines\n"
+            "  sluice state query JOBID --uid UID --key K [--state NAME] [-m host:port]\n"
+            "                           a running job's keyed state for one key, as JSON lines\n");
 }
 
 /* Every option, for "did you mean" (keep in step with usage() and main()). */

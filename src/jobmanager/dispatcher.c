@@ -15,6 +15,7 @@
 #include "jobmanager/job_master.h"
 #include "jobmanager/job_metrics.h"
 #include "jobmanager/rest.h"
+#include "jobmanager/state_query.h"
 #include "metrics/prom.h"
 #include "protocol/artifact.h"
 #include "protocol/messages.h"
@@ -260,6 +261,16 @@ static void rpc_on_message(void *ctx, sl_rpc_conn_t *conn, const uint8_t *bytes,
     case SL_MSG_ACK: job = m->u.ack.job_id; break;
     case SL_MSG_DECLINE: job = m->u.decline.job_id; break;
     case SL_MSG_METRICS: job = m->u.metrics.job_id; break;
+    case SL_MSG_STATE_QUERY_RESULT: { /* to the query waiting for it (state_query.h) */
+        pthread_mutex_lock(&d->mu);
+        bool known = tm_by_conn(d, conn) != NULL;
+        pthread_mutex_unlock(&d->mu);
+        if (known) {
+            sl_sq_deliver(m);
+            return;
+        }
+        break;
+    }
     default:
         fprintf(stderr, "sluice jobmanager: ignored a %s message from %s\n", sl_msg_type_name(m->type), where);
         break;
@@ -945,6 +956,33 @@ static int rest_operation(void *ud, const char *id, const char *tid, sl_rest_ope
 
 /* The JobManager's metrics of every job (Flink's flink_jobmanager_job_*),
  * labelled job_id (the REST API's) and job_name. */
+/* GET /jobs/:jobid/state (REST's own thread for it: it blocks until the
+ * answer).  A job master lives as long as the dispatcher. */
+static int rest_state_query(void *ud, const char *id, const char *uid, const char *state, const char *key,
+                            const char *ns, int64_t timeout_ms, int *http, char **body, char *err, size_t errlen) {
+    sl_dispatcher_t *d = ud;
+    pthread_mutex_lock(&d->mu);
+    djob_t *j = job_by_id(d, id);
+    sl_job_master_t *jm = j && !j->done ? j->jm : NULL;
+    char st[32] = "";
+    if (j && j->done) snprintf(st, sizeof st, "%s", sl_jm_status(j->jm, NULL));
+    pthread_mutex_unlock(&d->mu);
+    if (!j) return sl_errf(err, errlen, SL_ENOTFOUND, "Job %s not found", id);
+    if (!jm)
+        return sl_errf(err, errlen, SL_ESTATE,
+                       "job %s has ended (%s): only a running job's state can be queried (sluice state read reads a "
+                       "retained checkpoint or savepoint)",
+                       id, st);
+    sl_sq_request_t rq = {.uid = uid, .state = state, .key = key, .ns = ns, .timeout_ms = timeout_ms};
+    sl_sq_answer_t a;
+    sl_sq_query(jm, &rq, &a);
+    *http = a.http;
+    *body = strdup(a.body); /* the server frees it with free() */
+    sl_free(a.body);
+    if (!*body) abort();
+    return 0;
+}
+
 static void prom_render(void *ctx, sl_buf_t *out) {
     sl_dispatcher_t *d = ctx;
     enum { RESTARTS, UPTIME, LAST_DUR, LAST_SIZE, COMPLETED, FAILED, IN_PROGRESS, NF };
@@ -1039,7 +1077,8 @@ int sl_dispatcher_new(const sl_dispatcher_config_t *cfg, sl_dispatcher_t **out, 
                                 .checkpoint = rest_checkpoint,
                                 .operation = rest_operation,
                                 .savepoint = rest_savepoint,
-                                .vertex_metrics = rest_vertex_metrics};
+                                .vertex_metrics = rest_vertex_metrics,
+                                .state_query = rest_state_query};
         r = sl_rest_new(&rcfg, &p, &d->rest, err, errlen);
     }
     if (r == 0 && cfg->prom_port) r = sl_prom_server_new(NULL, cfg->prom_port, prom_render, d, &d->prom, err, errlen);

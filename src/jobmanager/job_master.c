@@ -1018,6 +1018,28 @@ const char *sl_jm_job_name(const sl_job_master_t *jm) { return jm->plan->job_nam
 const char *sl_jm_artifact(const sl_job_master_t *jm) { return jm->artifact; }
 const sl_plan_t *sl_jm_plan(const sl_job_master_t *jm) { return jm->plan; }
 
+int sl_jm_task_gateway(sl_job_master_t *jm, int task, sl_jm_taskmanager_t *gw, int *attempt, char *tm_id,
+                       size_t tmcap, char *err, size_t errlen) {
+    int rc = 0;
+    pthread_mutex_lock(&jm->mu);
+    if (strcmp(jm->status, "RUNNING") != 0)
+        rc = sl_errf(err, errlen, SL_ESTATE, "job '%s' is %s, not RUNNING", jm->plan->job_name, jm->status);
+    else if (task < 0 || task >= jm->plan->ntasks || !jm->placement || !jm->state)
+        rc = sl_errf(err, errlen, SL_EINVAL, "job '%s' has no task %d", jm->plan->job_name, task);
+    else if (jm->state[task] >= SL_TASK_FINISHED) /* deployed ones count as running: only ends are reported */
+        rc = sl_errf(err, errlen, SL_ESTATE, "its subtask is %s", sl_task_state_name(jm->state[task]));
+    else if (jm->placement[task] < 0 || jm->placement[task] >= jm->ntms)
+        rc = sl_errf(err, errlen, SL_ESTATE, "its subtask is not placed on a TaskManager");
+    else {
+        *gw = jm->tms[jm->placement[task]].gw;
+        snprintf(tm_id, tmcap, "%s", gw->id ? gw->id : "");
+        gw->id = gw->host = NULL; /* freed when the attempt's TaskManagers change: tm_id is the copy */
+        *attempt = jm->attempt;
+    }
+    pthread_mutex_unlock(&jm->mu);
+    return rc;
+}
+
 const char *sl_jm_status(sl_job_master_t *jm, int *attempt) {
     pthread_mutex_lock(&jm->mu);
     const char *s = jm->status;

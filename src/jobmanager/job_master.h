@@ -99,6 +99,14 @@ const char *sl_jm_artifact(const sl_job_master_t *jm);
  * (Flink's JobStatus), and the attempt running.  Any thread. */
 const char *sl_jm_status(sl_job_master_t *jm, int *attempt);
 const sl_plan_t *sl_jm_plan(const sl_job_master_t *jm);
+/* Where task index `task` of the running attempt runs: 0 with *gw (a copy:
+ * its ctx stays valid until the job master is destroyed) and
+ * the attempt; tm_id (tmcap bytes) its TaskManager's id (gw->id and
+ * gw->host are NULL: they change between attempts).  SL_ESTATE with the
+ * reason when the job is not RUNNING or that subtask is not (state
+ * queries, state_query.h).  Any thread. */
+int sl_jm_task_gateway(sl_job_master_t *jm, int task, sl_jm_taskmanager_t *gw, int *attempt, char *tm_id,
+                       size_t tmcap, char *err, size_t errlen);
 void sl_jm_destroy(sl_job_master_t *jm);
 
 /* ---- for the REST API (any thread) ---- */

@@ -56,6 +56,11 @@ struct sl_rest {
     struct MHD_Daemon *d;
     int port;
     pthread_mutex_t mu; /* guards jars and port */
+    /* state queries running on their own threads (sq_work_t): the server
+     * waits for them before it stops */
+    pthread_mutex_t sq_mu;
+    pthread_cond_t sq_cv;
+    int sq_running;
     jar_t *jars;
     int njars, capjars;
 };
@@ -69,6 +74,7 @@ typedef enum {
     R_CKPTS, R_CKPT_CONFIG, R_CKPT_DETAIL, R_CKPT_SUBTASKS, R_CKPT_OP, R_JOB_CONFIG, R_EXCEPTIONS,
     R_SAVEPOINTS, R_SAVEPOINT_OP, R_STOP,
     R_JOB_METRICS, R_VERTEX, R_VERTEX_METRICS, R_VERTEX_BP, R_VERTEX_WM,
+    R_STATE,
 } route_t;
 
 static bool job_route(route_t r) { return r == R_JOB || r >= R_CKPTS; }
@@ -145,6 +151,7 @@ static route_t route_of(const char *url, char *id, size_t idcap, char (*id2)[80]
     if (n == 3 && SEG(2, "savepoints")) return R_SAVEPOINTS;
     if (n == 3 && SEG(2, "stop")) return R_STOP;
     if (n == 3 && SEG(2, "metrics")) return R_JOB_METRICS;
+    if (n == 3 && SEG(2, "state")) return R_STATE;
     if (n == 4 && SEG(2, "vertices")) return SEG_COPY(3, *id3) ? R_VERTEX : R_NONE;
     if (n == 5 && SEG(2, "vertices") && (SEG(4, "metrics") || SEG(4, "backpressure") || SEG(4, "watermarks"))) {
         if (!SEG_COPY(3, *id3)) return R_NONE;
@@ -182,6 +189,7 @@ typedef struct req {
     bool have_file;               /* a jarfile part began */
     bool file_done;               /* ... and another part followed it */
     int64_t file_bytes;
+    struct sq_work *sq;           /* GET .../state: the lookup running on its own thread */
 } req_t;
 
 static void req_set_error(req_t *q, unsigned status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -194,12 +202,38 @@ static void req_set_error(req_t *q, unsigned status, const char *fmt, ...) {
     q->err_status = status;
 }
 
+/* A state query in flight (GET /jobs/:jobid/state): the provider's
+ * state_query blocks, so it runs on a thread of its own while the
+ * connection is suspended; the thread resumes it when the answer is in. */
+typedef struct sq_work {
+    sl_rest_t *r;
+    struct MHD_Connection *c;
+    char *job, *uid, *state, *key, *ns;
+    int64_t timeout_ms;
+    bool done;                    /* under r->sq_mu */
+    int rc, http;
+    char *body;                   /* malloc'ed by the provider */
+    char err[1024];
+} sq_work_t;
+
+static void sq_work_free(sq_work_t *w) {
+    if (!w) return;
+    sl_free(w->job);
+    sl_free(w->uid);
+    sl_free(w->state);
+    sl_free(w->key);
+    sl_free(w->ns);
+    free(w->body);
+    sl_free(w);
+}
+
 static void req_free(req_t *q) {
     if (!q) return;
     if (q->pp) MHD_destroy_post_processor(q->pp);
     if (q->fd >= 0) close(q->fd);
     if (q->tmp_path[0]) unlink(q->tmp_path);
     sl_buf_free(&q->body);
+    sq_work_free(q->sq);
     sl_free(q);
 }
 
@@ -1109,6 +1143,88 @@ static enum MHD_Result h_job_metrics(sl_rest_t *r, struct MHD_Connection *c, con
     return send_json(c, MHD_HTTP_OK, o, NULL);
 }
 
+/* ---- state queries ------------------------------------------------------- */
+
+static void *sq_main(void *arg) {
+    sq_work_t *w = arg;
+    sl_rest_t *r = w->r;
+    struct MHD_Connection *c = w->c;
+    int http = 0, rc;
+    char *body = NULL, err[1024] = "";
+    rc = r->p.state_query(r->p.ud, w->job, w->uid, w->state, w->key, w->ns, w->timeout_ms, &http, &body, err,
+                          sizeof err);
+    pthread_mutex_lock(&r->sq_mu);
+    w->rc = rc;
+    w->http = http;
+    w->body = body;
+    memcpy(w->err, err, sizeof err);
+    w->done = true;
+    pthread_mutex_unlock(&r->sq_mu);
+    MHD_resume_connection(c); /* w may be freed from here on */
+    pthread_mutex_lock(&r->sq_mu);
+    r->sq_running--;
+    pthread_cond_broadcast(&r->sq_cv);
+    pthread_mutex_unlock(&r->sq_mu);
+    return NULL;
+}
+
+/* GET /jobs/:jobid/state: called once to start the lookup (the connection
+ * is suspended), and again when its thread resumed it, to answer. */
+static enum MHD_Result h_state(sl_rest_t *r, struct MHD_Connection *c, req_t *q) {
+    char b[128];
+    if (q->sq) {
+        pthread_mutex_lock(&r->sq_mu);
+        bool done = q->sq->done;
+        pthread_mutex_unlock(&r->sq_mu);
+        if (!done) return MHD_YES;
+        sq_work_t *w = q->sq;
+        if (w->rc) return send_provider_error(c, w->rc, w->err, "could not query the job's state");
+        json_t *j = w->body ? json_loads(w->body, 0, NULL) : NULL;
+        if (!j) return send_errorf(c, 500, "the state query gave no answer");
+        return send_json(c, (unsigned)w->http, j, NULL);
+    }
+    const char *uid = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "uid");
+    const char *key = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "key");
+    const char *state = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "state");
+    const char *ns = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "namespace");
+    const char *tmo = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "timeout");
+    if (!uid || !uid[0])
+        return send_errorf(c, MHD_HTTP_BAD_REQUEST, "bad request: the query parameter 'uid' (the operator's uid) is "
+                                                    "required");
+    if (!key) return send_errorf(c, MHD_HTTP_BAD_REQUEST, "bad request: the query parameter 'key' is required");
+    int64_t timeout_ms = 0;
+    if (tmo) {
+        char *end = NULL;
+        long long v = strtoll(tmo, &end, 10);
+        if (!tmo[0] || *end || v < 1 || v > 60000)
+            return send_errorf(c, MHD_HTTP_BAD_REQUEST, "bad request: timeout '%s' must be 1..60000 (ms)",
+                               clip(tmo, b, sizeof b));
+        timeout_ms = v;
+    }
+    if (!r->p.state_query) return send_errorf(c, 500, "state queries are not supported");
+    sq_work_t *w = sl_calloc(1, sizeof *w);
+    w->r = r;
+    w->c = c;
+    w->job = sl_strdup(q->id);
+    w->uid = sl_strdup(uid);
+    w->key = sl_strdup(key);
+    w->state = state && state[0] ? sl_strdup(state) : NULL;
+    w->ns = ns ? sl_strdup(ns) : NULL;
+    w->timeout_ms = timeout_ms;
+    q->sq = w;
+    pthread_mutex_lock(&r->sq_mu);
+    r->sq_running++;
+    pthread_mutex_unlock(&r->sq_mu);
+    MHD_suspend_connection(c); /* before the thread can resume it */
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_t th;
+    if (pthread_create(&th, &at, sq_main, w) != 0) abort();
+    pthread_attr_destroy(&at);
+    return MHD_YES;
+}
+
 /* Called once with the headers, once per piece of body, once at the end. */
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                       const char *version, const char *upload_data, size_t *upload_data_size,
@@ -1213,6 +1329,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
     case R_SAVEPOINT_OP: return h_operation(r, c, q, true);
     case R_JOB_METRICS: return h_job_metrics(r, c, q->id);
     case R_VERTEX: case R_VERTEX_METRICS: case R_VERTEX_BP: case R_VERTEX_WM: return h_vertex(r, c, q);
+    case R_STATE: return h_state(r, c, q);
     case R_NONE: break;
     }
     return send_errorf(c, MHD_HTTP_NOT_FOUND, "Not found");
@@ -1286,8 +1403,10 @@ int sl_rest_new(const sl_rest_config_t *cfg, const sl_rest_provider_t *p, sl_res
     r->max_upload = cfg->max_upload ? cfg->max_upload : SL_REST_DEFAULT_MAX_UPLOAD;
     r->p = *p;
     pthread_mutex_init(&r->mu, NULL);
+    pthread_mutex_init(&r->sq_mu, NULL);
+    pthread_cond_init(&r->sq_cv, NULL);
     scan_dir(r);
-    r->d = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, NULL, NULL, access_handler, r, MHD_OPTION_SOCK_ADDR,
+    r->d = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME, 0, NULL, NULL, access_handler, r, MHD_OPTION_SOCK_ADDR,
                             (struct sockaddr *)&sa, MHD_OPTION_NOTIFY_COMPLETED, request_completed, r,
                             MHD_OPTION_UNESCAPE_CALLBACK, unescape, r, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)128,
                             MHD_OPTION_END);
@@ -1313,8 +1432,13 @@ int sl_rest_port(const sl_rest_t *r) {
 
 void sl_rest_destroy(sl_rest_t *r) {
     if (!r) return;
+    pthread_mutex_lock(&r->sq_mu); /* a suspended connection must be resumed before the daemon stops */
+    while (r->sq_running > 0) pthread_cond_wait(&r->sq_cv, &r->sq_mu);
+    pthread_mutex_unlock(&r->sq_mu);
     if (r->d) MHD_stop_daemon(r->d);
     pthread_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->sq_mu);
+    pthread_cond_destroy(&r->sq_cv);
     sl_free(r->jars);
     sl_free(r->bind_address);
     sl_free(r->token);

@@ -36,6 +36,11 @@
  *                                    "<subtask>.<operator>.<name>" ids
  *   GET    /jobs/:jobid/vertices/:vertexid/backpressure  backpressureLevel, per subtask ratio
  *   GET    /jobs/:jobid/vertices/:vertexid/watermarks    [{"id":"<i>.currentInputWatermark","value"}]
+ *   GET    /jobs/:jobid/state?uid=UID&key=K[&state=NAME][&namespace=NS][&timeout=MS]
+ *                                    a running job's keyed state for one key (not Flink's:
+ *                                    its queryable state is gone) -> {"entries":[...]};
+ *                                    400 bad key, 404 no operator / state / value, 409 not
+ *                                    running, 504 the subtask did not answer (state_query.h)
  * A savepoint directory a client names must be absolute, without a ".."
  * component (400 otherwise); bodies name the field that is wrong (400).
  * A job without checkpointing answers the checkpoint statistics paths
@@ -52,7 +57,8 @@
  * UI's files need no token (the page asks for it and sends it as a
  * Bearer header on its REST calls).
  * Every path may also be written with Flink's "/v1" prefix.  Errors are
- * Flink's {"errors":["..."]} with 400, 401, 404, 405, 409, 413 or 500.
+ * Flink's {"errors":["..."]} with 400, 401, 404, 405, 409, 413 or 500
+ * (and 502 / 504 from a state query).
  *
  * The server knows nothing of jobs: a provider (callbacks filled by the
  * JobManager) answers for them; the server owns HTTP, the JSON shapes,
@@ -349,6 +355,16 @@ typedef struct sl_rest_provider {
      * subtask of the vertex.  SL_ENOTFOUND: no such job or vertex. */
     int (*vertex_metrics)(void *ud, const char *job_id, const char *vertex_id, sl_rest_vertex_metrics_t *out,
                           char *err, size_t errlen);
+    /* GET /jobs/:jobid/state?uid=&key=[&state=][&namespace=][&timeout=]: a
+     * lookup of the running job's keyed state by key (state_query.h).
+     * state and ns NULL when not given.  0 with *http (200, 400, 404, 409,
+     * 500, 502, 504) and *body (the JSON answer, malloc'ed, freed by the
+     * server); or SL_ENOTFOUND (no such job) / SL_ESTATE (it has ended)
+     * with err.  Unlike the other callbacks it blocks until the answer or
+     * the timeout, so the server calls it on a thread of its own (the
+     * connection suspended meanwhile), concurrently with other callbacks. */
+    int (*state_query)(void *ud, const char *job_id, const char *uid, const char *state, const char *key,
+                       const char *ns, int64_t timeout_ms, int *http, char **body, char *err, size_t errlen);
 } sl_rest_provider_t;
 
 /* Starts the server: binds cfg's address and port, lists the artifact

@@ -34,6 +34,7 @@ void sl_plan_free(sl_plan_t *p) {
             sl_free(p->nodes[i].state_schemas[k].schema);
         }
         sl_free(p->nodes[i].state_schemas);
+        sl_free(p->nodes[i].key);
     }
     sl_free(p->nodes);
     for (int i = 0; p->vertices && i < p->nvertices; i++) {
@@ -128,6 +129,8 @@ int sl_plan_encode(const sl_plan_t *p, sl_buf_t *out, char *err, size_t errlen) 
                                                     str(n->state_schemas[k].schema)));
             json_object_set_new(jn, "state_schemas", ss);
         }
+        /* only keyed nodes say how their key is made (other nodes encode as before) */
+        if (jn && n->key && n->key[0]) json_object_set_new(jn, "key", str(n->key));
         json_array_append_new(nodes, jn);
     }
     json_t *vertices = json_array();
@@ -350,6 +353,9 @@ int sl_plan_decode(const void *buf, size_t len, sl_plan_t **out, char *err, size
                 n->state_schemas[k].schema = get_str(&d, json_array_get(ss, (size_t)k), ws, "schema");
             }
         }
+        json_t *key = json_is_object(o) ? json_object_get(o, "key") : NULL; /* optional */
+        if (key && !json_is_string(key)) bad(&d, "%s: 'key' is not a string", w, NULL);
+        n->key = sl_strdup(key && json_is_string(key) ? json_string_value(key) : "");
         if (d.rc == 0 && !n->uid[0]) bad(&d, "%s has an empty uid", w, NULL);
     }
     for (int v = 0; d.rc == 0 && v < p->nvertices; v++) {

@@ -66,6 +66,12 @@ typedef struct sl_plan_node {
     char *out_schema;      /* DDL of the main output, for the fingerprint and for tools */
     int nstate_schemas;    /* typed keyed states, in declaration order */
     sl_plan_state_schema_t *state_schemas;
+    /* How input 0's key is made, for tools that name a key by its value
+     * (queryable state, jobmanager/state_query.c): "" not keyed;
+     * "field <DDL>": the one field's key bytes (sl_key_by);
+     * "fields <DDL>": several fields as sl_key_by_fields encodes them, in
+     * key order; "function": a key function's bytes */
+    char *key;
 } sl_plan_node_t;
 
 typedef struct sl_plan_vertex {

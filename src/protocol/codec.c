@@ -63,6 +63,8 @@ static const ProtobufCMessageDescriptor *descriptor_of(int type) {
     case SL_MSG_COMPLETE:
     case SL_MSG_ABORTED: return &slctl__notify__descriptor;
     case SL_MSG_METRICS: return &slctl__metrics__descriptor;
+    case SL_MSG_STATE_QUERY: return &slctl__state_query__descriptor;
+    case SL_MSG_STATE_QUERY_RESULT: return &slctl__state_query_result__descriptor;
     default: return NULL;
     }
 }
@@ -255,6 +257,8 @@ typedef union pbmsg {
     Slctl__Decline decline;
     Slctl__Notify notify;
     Slctl__Metrics metrics;
+    Slctl__StateQuery state_query;
+    Slctl__StateQueryResult state_query_result;
 } pbmsg_t;
 
 static void edeploy(enc_t *e, const sl_msg_deploy_t *d, Slctl__Deploy *p) {
@@ -468,6 +472,33 @@ static void epayload(enc_t *e, const sl_msg_t *m, pbmsg_t *p, Slctl__TaskRef *re
         break;
     }
     case SL_MSG_METRICS: emetrics(e, &m->u.metrics, &p->metrics); break;
+    case SL_MSG_STATE_QUERY: {
+        const sl_msg_state_query_t *q = &m->u.state_query;
+        slctl__state_query__init(&p->state_query);
+        p->state_query.job_id = estr(e, q->job_id, "job_id");
+        p->state_query.attempt = q->attempt;
+        p->state_query.task = eref(&q->task, ref);
+        p->state_query.request_id = q->request_id;
+        p->state_query.uid = estr(e, q->uid, "uid");
+        p->state_query.state = estr(e, q->state, "state");
+        p->state_query.key = ebytes(e, q->key.p, q->key.len, "key");
+        p->state_query.has_namespace = q->has_namespace;
+        p->state_query.ns = ebytes(e, q->ns.p, q->ns.len, "ns");
+        break;
+    }
+    case SL_MSG_STATE_QUERY_RESULT: {
+        const sl_msg_state_query_result_t *r = &m->u.state_query_result;
+        slctl__state_query_result__init(&p->state_query_result);
+        p->state_query_result.job_id = estr(e, r->job_id, "job_id");
+        p->state_query_result.attempt = r->attempt;
+        p->state_query_result.task = eref(&r->task, ref);
+        p->state_query_result.request_id = r->request_id;
+        p->state_query_result.status = r->status;
+        p->state_query_result.message = estr(e, r->message, "message");
+        p->state_query_result.key_group = r->key_group;
+        p->state_query_result.block = ebytes(e, r->block.p, r->block.len, "block");
+        break;
+    }
     default: efail(e, "unknown message type %d", m->type); break;
     }
 }
@@ -861,6 +892,33 @@ static int dpayload(dec_t *d, const ProtobufCMessage *pbm, sl_msg_t *m) {
         return dstr(d, &o->reason, p->notify.reason, "reason");
     }
     case SL_MSG_METRICS: return dmetrics(d, &p->metrics, &m->u.metrics);
+    case SL_MSG_STATE_QUERY: {
+        const Slctl__StateQuery *q = &p->state_query;
+        sl_msg_state_query_t *o = &m->u.state_query;
+        if ((rc = dstr(d, &o->job_id, q->job_id, "job_id"))) return rc;
+        o->attempt = q->attempt;
+        if ((rc = dref(d, q->task, &o->task, "task"))) return rc;
+        o->request_id = q->request_id;
+        if ((rc = dstr(d, &o->uid, q->uid, "uid"))) return rc;
+        if ((rc = dstr(d, &o->state, q->state, "state"))) return rc;
+        if (q->key.len) sl_buf_append(&o->key, q->key.data, q->key.len);
+        o->has_namespace = q->has_namespace != 0;
+        if (q->ns.len) sl_buf_append(&o->ns, q->ns.data, q->ns.len);
+        return 0;
+    }
+    case SL_MSG_STATE_QUERY_RESULT: {
+        const Slctl__StateQueryResult *q = &p->state_query_result;
+        sl_msg_state_query_result_t *o = &m->u.state_query_result;
+        if ((rc = dstr(d, &o->job_id, q->job_id, "job_id"))) return rc;
+        o->attempt = q->attempt;
+        if ((rc = dref(d, q->task, &o->task, "task"))) return rc;
+        o->request_id = q->request_id;
+        o->status = q->status;
+        if ((rc = dstr(d, &o->message, q->message, "message"))) return rc;
+        o->key_group = q->key_group;
+        if (q->block.len) sl_buf_append(&o->block, q->block.data, q->block.len);
+        return 0;
+    }
     default: return dfail(d, "unknown message type");
     }
 }
@@ -1099,6 +1157,42 @@ static int vmetrics(dec_t *d, const sl_msg_metrics_t *o) {
     return vunique_refs(d, o->subtasks, sizeof *o->subtasks, o->nsubtasks, "subtasks");
 }
 
+/* STATE_QUERY: a request id to answer to, an operator, a key of at most
+ * the operators' key length, a namespace only when flagged. */
+static int vstate_query(dec_t *d, const sl_msg_state_query_t *o) {
+    int rc;
+    if ((rc = vjob(d, o->job_id, o->attempt))) return rc;
+    if ((rc = vref(d, &o->task, "task"))) return rc;
+    if (o->request_id == 0) return dfail(d, "request_id is 0 (ids start at 1)");
+    if ((rc = vnonempty(d, o->uid, "uid"))) return rc;
+    if (o->key.len > SL_MSG_STATE_QUERY_MAX_KEY)
+        return dfail(d, "key is %zu bytes, over the maximum of %d", o->key.len, SL_MSG_STATE_QUERY_MAX_KEY);
+    if (!o->has_namespace && o->ns.len) return dfail(d, "ns given (%zu bytes) without has_namespace", o->ns.len);
+    if (o->ns.len > SL_MSG_STATE_QUERY_MAX_NS)
+        return dfail(d, "ns is %zu bytes, over the maximum of %d", o->ns.len, SL_MSG_STATE_QUERY_MAX_NS);
+    return 0;
+}
+
+/* STATE_QUERY_RESULT: a known status; OK carries a block and a key group,
+ * anything else a message and no block. */
+static int vstate_query_result(dec_t *d, const sl_msg_state_query_result_t *o) {
+    int rc;
+    if ((rc = vjob(d, o->job_id, o->attempt))) return rc;
+    if ((rc = vref(d, &o->task, "task"))) return rc;
+    if (o->request_id == 0) return dfail(d, "request_id is 0 (ids start at 1)");
+    if (o->status < SL_SQ_OK || o->status > SL_SQ_STATUS_MAX)
+        return dfail(d, "status %d is not a state query status (0..%d)", o->status, SL_SQ_STATUS_MAX);
+    if (o->status == SL_SQ_OK) {
+        if (o->key_group < 0 || o->key_group >= SL_CKPT_MAX_PARALLELISM)
+            return dfail(d, "key_group %d is out of range (0..%d)", o->key_group, SL_CKPT_MAX_PARALLELISM - 1);
+        if (!o->block.len) return dfail(d, "status OK without a block");
+        if (o->message[0]) return dfail(d, "status OK with a message");
+        return 0;
+    }
+    if (o->block.len) return dfail(d, "status %d (not OK) with a block of %zu bytes", o->status, o->block.len);
+    return vnonempty(d, o->message, "message");
+}
+
 static int validate(dec_t *d, const sl_msg_t *m) {
     int rc;
     switch (m->type) {
@@ -1150,6 +1244,8 @@ static int validate(dec_t *d, const sl_msg_t *m) {
         return vcheckpoint(d, o->checkpoint_id);
     }
     case SL_MSG_METRICS: return vmetrics(d, &m->u.metrics);
+    case SL_MSG_STATE_QUERY: return vstate_query(d, &m->u.state_query);
+    case SL_MSG_STATE_QUERY_RESULT: return vstate_query_result(d, &m->u.state_query_result);
     default: return dfail(d, "unknown message type");
     }
 }

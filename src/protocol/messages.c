@@ -25,6 +25,8 @@ const char *sl_msg_type_name(int type) {
     case SL_MSG_COMPLETE: return "COMPLETE";
     case SL_MSG_ABORTED: return "ABORTED";
     case SL_MSG_METRICS: return "METRICS";
+    case SL_MSG_STATE_QUERY: return "STATE_QUERY";
+    case SL_MSG_STATE_QUERY_RESULT: return "STATE_QUERY_RESULT";
     default: return "unknown";
     }
 }
@@ -131,6 +133,18 @@ void sl_msg_free(sl_msg_t *m) {
     case SL_MSG_ABORTED:
         sl_free(m->u.notify.job_id);
         sl_free(m->u.notify.reason);
+        break;
+    case SL_MSG_STATE_QUERY:
+        sl_free(m->u.state_query.job_id);
+        sl_free(m->u.state_query.uid);
+        sl_free(m->u.state_query.state);
+        sl_buf_free(&m->u.state_query.key);
+        sl_buf_free(&m->u.state_query.ns);
+        break;
+    case SL_MSG_STATE_QUERY_RESULT:
+        sl_free(m->u.state_query_result.job_id);
+        sl_free(m->u.state_query_result.message);
+        sl_buf_free(&m->u.state_query_result.block);
         break;
     default: break;
     }

@@ -23,6 +23,10 @@
  *   TM -> JM  METRICS       live figures of the running subtasks of a job
  *                           attempt, cumulative (the JobManager turns
  *                           successive reports into rates)
+ *   JM -> TM  STATE_QUERY   look up one key's keyed state in a running
+ *                           subtask (answered by the task's own thread)
+ *   TM -> JM  STATE_QUERY_RESULT  the answer: a status, and the key's
+ *                           entries as one canonical keyed-state block
  *
  * Ownership: a message owns every string, array and buffer reachable from
  * it; sl_msg_free releases them (and not the sl_msg_t itself when it was
@@ -55,8 +59,10 @@ typedef enum sl_msg_type {
     SL_MSG_COMPLETE = 10,
     SL_MSG_ABORTED = 11,
     SL_MSG_METRICS = 12,
+    SL_MSG_STATE_QUERY = 13,
+    SL_MSG_STATE_QUERY_RESULT = 14,
 } sl_msg_type_t;
-#define SL_MSG_TYPE_MAX 12
+#define SL_MSG_TYPE_MAX 14
 
 /* The name of a message type ("DEPLOY"), or "unknown". */
 const char *sl_msg_type_name(int type);
@@ -227,6 +233,48 @@ typedef struct sl_msg_notify {
     char *reason;                /* ABORTED: why */
 } sl_msg_notify_t;
 
+/* STATE_QUERY (JM -> TM): the keyed state of `key` in operator `uid` of
+ * subtask `task` of a running attempt (jobmanager/state_query.h).  The
+ * key is its serialized form (what the job's key selector produces), so
+ * it lies in a key group of that subtask's range. */
+#define SL_MSG_STATE_QUERY_MAX_KEY 1024   /* = SL_MAX_KEY_LEN of the operators */
+#define SL_MSG_STATE_QUERY_MAX_NS 65536
+typedef struct sl_msg_state_query {
+    char *job_id;
+    int32_t attempt;
+    sl_msg_task_ref_t task;
+    uint64_t request_id;         /* non-zero; the result names it */
+    char *uid;                   /* the operator */
+    char *state;                 /* one state's name, or "": every state of the operator */
+    sl_buf_t key;                /* 0..SL_MSG_STATE_QUERY_MAX_KEY bytes */
+    bool has_namespace;          /* false: the empty namespace (a process function's) */
+    sl_buf_t ns;
+} sl_msg_state_query_t;
+
+/* What became of a STATE_QUERY. */
+typedef enum sl_sq_status {
+    SL_SQ_OK = 0,                /* block holds the key's entries (maybe none) */
+    SL_SQ_NO_OPERATOR = 1,       /* no operator with that uid in the subtask's chain, or not keyed */
+    SL_SQ_NO_STATE = 2,          /* the operator has no state of that name */
+    SL_SQ_NOT_RUNNING = 3,       /* the TaskManager does not run that subtask of that attempt */
+    SL_SQ_FAILED = 4,            /* the lookup failed (message says why) */
+} sl_sq_status_t;
+#define SL_SQ_STATUS_MAX 4
+
+typedef struct sl_msg_state_query_result {
+    char *job_id;
+    int32_t attempt;
+    sl_msg_task_ref_t task;
+    uint64_t request_id;
+    int32_t status;              /* sl_sq_status_t */
+    char *message;               /* not OK: why ("" when OK) */
+    int32_t key_group;           /* OK: the key's key group */
+    /* OK: one canonical keyed-state block (state_backend.h, "SLKS") of
+     * key_group holding the queried states, each with the key's entries
+     * only; the JobManager checks and parses it (sl_kbf_parse) */
+    sl_buf_t block;
+} sl_msg_state_query_result_t;
+
 typedef struct sl_msg {
     int32_t type;                /* sl_msg_type_t */
     union {
@@ -241,6 +289,8 @@ typedef struct sl_msg {
         sl_msg_decline_t decline;
         sl_msg_notify_t notify;  /* COMPLETE, ABORTED */
         sl_msg_metrics_t metrics;
+        sl_msg_state_query_t state_query;
+        sl_msg_state_query_result_t state_query_result;
     } u;
 } sl_msg_t;
 

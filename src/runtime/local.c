@@ -13,6 +13,7 @@
 #include "common/workq.h"
 #include "jobmanager/job_master.h"
 #include "jobmanager/job_metrics.h"
+#include "jobmanager/state_query.h"
 #include "taskmanager/taskmanager.h"
 
 /* One direction of the in-memory transport: encoded frames, delivered in
@@ -75,7 +76,13 @@ static void pipe_init(pipe_t *p, const char *name, void (*deliver)(void *, sl_ms
 static void send_to_tm(void *ctx, sl_msg_t *m) { pipe_send(&((sl_local_job_t *)ctx)->to_tm, m); }
 static void send_to_jm(void *ctx, sl_msg_t *m) { pipe_send(&((sl_local_job_t *)ctx)->to_jm, m); }
 static void deliver_tm(void *ctx, sl_msg_t *m) { sl_tm_handle(((sl_local_job_t *)ctx)->tm, m); }
-static void deliver_jm(void *ctx, sl_msg_t *m) { sl_jm_handle(((sl_local_job_t *)ctx)->jm, m); }
+static void deliver_jm(void *ctx, sl_msg_t *m) {
+    if (m->type == SL_MSG_STATE_QUERY_RESULT) { /* to the query waiting for it (state_query.h) */
+        sl_sq_deliver(m);
+        return;
+    }
+    sl_jm_handle(((sl_local_job_t *)ctx)->jm, m);
+}
 
 /* The embedded TaskManager runs the environment's own code; the shipped
  * plan must still decode to the same plan. */
@@ -165,4 +172,13 @@ void sl_local_job_destroy(sl_local_job_t *j) {
 
 void sl_local_job_set_metrics_listener(sl_local_job_t *j, sl_metrics_listener_fn fn, void *ctx) {
     sl_job_metrics_set_listener(sl_jm_live_metrics(j->jm), fn, ctx);
+}
+
+int sl_local_job_query_state(sl_local_job_t *j, const char *uid, const char *state, const char *key, const char *ns,
+                             int64_t timeout_ms, char **body) {
+    sl_sq_request_t rq = {.uid = uid, .state = state, .key = key, .ns = ns, .timeout_ms = timeout_ms};
+    sl_sq_answer_t a;
+    sl_sq_query(j->jm, &rq, &a);
+    *body = a.body;
+    return a.http;
 }

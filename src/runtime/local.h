@@ -32,6 +32,12 @@ int sl_local_job_run(sl_local_job_t *j, sl_job_result_t *res);
 void sl_local_job_cancel(sl_local_job_t *j);
 /* Live metrics of the job go to fn (sluice/metrics.h); before running. */
 void sl_local_job_set_metrics_listener(sl_local_job_t *j, sl_metrics_listener_fn fn, void *ctx);
+/* Looks up the keyed state of key in operator uid of the running job
+ * (jobmanager/state_query.h): returns the HTTP status the REST API would
+ * give, *body the JSON answer (sl_malloc'ed).  Any thread while
+ * sl_local_job_run runs; j must outlive the call. */
+int sl_local_job_query_state(sl_local_job_t *j, const char *uid, const char *state, const char *key, const char *ns,
+                             int64_t timeout_ms, char **body);
 void sl_local_job_destroy(sl_local_job_t *j);
 
 #endif

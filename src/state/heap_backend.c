@@ -1565,6 +1565,15 @@ void sl_heap_backend_cow_stats(const sl_keyed_backend_t *b, sl_heap_cow_stats_t 
     *out = ((const hb_backend_t *)b)->stats;
 }
 
+static int hb_state_info(sl_keyed_backend_t *b, int sid, const char **name, sl_state_kind_t *kind, int64_t *ttl_ms) {
+    const hb_backend_t *hb = (const hb_backend_t *)b;
+    if (sid < 0 || sid >= hb->nstates) return SL_ENOTFOUND;
+    *name = hb->states[sid].name;
+    *kind = hb->states[sid].kind;
+    *ttl_ms = hb->ttl[sid].ttl_ms;
+    return 0;
+}
+
 static const sl_keyed_backend_ops_t hb_ops = {
     .name = "heap",
     .register_state = hb_register_state,
@@ -1587,6 +1596,7 @@ static const sl_keyed_backend_ops_t hb_ops = {
     .snapshot_write = hb_snapshot_write,
     .snapshot_release = hb_snapshot_release,
     .restore = hb_restore,
+    .state_info = hb_state_info,
 };
 
 sl_keyed_backend_t *sl_heap_backend_new(int max_parallelism, sl_kg_range_t range) {

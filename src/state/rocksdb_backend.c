@@ -2000,6 +2000,16 @@ static int rdb_restore(sl_keyed_backend_t *b, int kg, const uint8_t *data, size_
     return rc;
 }
 
+static int rdb_state_info(sl_keyed_backend_t *b, int sid, const char **name, sl_state_kind_t *kind,
+                          int64_t *ttl_ms) {
+    const rdb_backend_t *rb = RB(b);
+    if (sid < 0 || sid >= rb->nstates) return SL_ENOTFOUND;
+    *name = rb->states[sid].name;
+    *kind = rb->states[sid].kind;
+    *ttl_ms = rb->states[sid].ttl_ms;
+    return 0;
+}
+
 static const sl_keyed_backend_ops_t rdb_ops = {
     .name = "rocksdb",
     .register_state = rdb_register_state,
@@ -2022,6 +2032,7 @@ static const sl_keyed_backend_ops_t rdb_ops = {
     .snapshot_write = rdb_snapshot_write,
     .snapshot_release = rdb_snapshot_release,
     .restore = rdb_restore,
+    .state_info = rdb_state_info,
 };
 
 bool sl_rocksdb_backend_is(const sl_keyed_backend_t *b) { return b && b->ops == &rdb_ops; }

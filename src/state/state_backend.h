@@ -161,6 +161,13 @@ typedef struct sl_keyed_backend_ops {
     int (*snapshot_write)(const sl_kb_snapshot_t *s, int kg, sl_buf_t *out);
     void (*snapshot_release)(sl_kb_snapshot_t *s);
     int (*restore)(sl_keyed_backend_t *b, int kg, const uint8_t *data, size_t len, char *err, size_t errlen);
+
+    /* Optional (queryable state, taskmanager/state_query.c): the name,
+     * kind and TTL (0: none) of registered state sid, without registering
+     * anything; ids are 0, 1, ... and SL_ENOTFOUND answers the first id
+     * past the last.  The name is valid until the backend is destroyed.
+     * Task thread. */
+    int (*state_info)(sl_keyed_backend_t *b, int sid, const char **name, sl_state_kind_t *kind, int64_t *ttl_ms);
 } sl_keyed_backend_ops_t;
 
 /* What every backend's snapshot starts with, so that a checkpoint writer

@@ -122,6 +122,14 @@ void sl_deployment_head_uid(sl_deployment_t *dep, int vertex, char *buf, size_t 
 
 static const char *node_uid(const sl_deployment_t *dep, int node) { return dep->plan->nodes[node].uid; }
 
+sl_task_t *sl_deployment_local_task(sl_deployment_t *dep, int vertex, int subtask) {
+    if (vertex < 0 || vertex >= dep->plan->nvertices || subtask < 0 ||
+        subtask >= dep->plan->vertices[vertex].parallelism)
+        return NULL;
+    sl_task_t *t = &dep->tasks[vertex][subtask];
+    return t->dep ? t : NULL;
+}
+
 static sl_msg_task_ref_t task_ref(const sl_deployment_t *dep, const sl_task_t *t) {
     return (sl_msg_task_ref_t){t->vertex, t->subtask, dep->plan->first_task[t->vertex] + t->subtask};
 }

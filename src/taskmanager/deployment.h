@@ -81,6 +81,9 @@ void sl_deployment_notify(sl_deployment_t *dep, int64_t id, bool complete);
 /* Cancels every task (and fails every blocked producer). */
 void sl_deployment_cancel(sl_deployment_t *dep);
 void sl_deployment_destroy(sl_deployment_t *dep);
+/* The task of subtask `subtask` of `vertex` when this deployment runs it,
+ * else NULL (state queries post their lookup to it).  Any thread. */
+struct sl_task *sl_deployment_local_task(sl_deployment_t *dep, int vertex, int subtask);
 /* The job and attempt it runs. */
 const char *sl_deployment_job(const sl_deployment_t *dep);
 int sl_deployment_attempt(const sl_deployment_t *dep);

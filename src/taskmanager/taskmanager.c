@@ -1,7 +1,8 @@
 /*
  * taskmanager.c — the TaskManager's handling of the JobManager's messages
  * (taskmanager.h): DEPLOY builds and starts a deployment, CANCEL, TRIGGER,
- * COMPLETE and ABORTED go to the deployment of that job attempt.
+ * COMPLETE and ABORTED go to the deployment of that job attempt, and
+ * STATE_QUERY to the task it names (state_query.h).
  */
 #include "taskmanager/taskmanager.h"
 
@@ -11,6 +12,7 @@
 #include "common/common.h"
 #include "metrics/prom.h"
 #include "taskmanager/deployment.h"
+#include "taskmanager/state_query.h"
 
 struct sl_taskmanager {
     sl_tm_config_t cfg;
@@ -120,6 +122,10 @@ void sl_tm_handle(sl_taskmanager_t *tm, sl_msg_t *m) {
         if ((dep = find_attempt(tm, m->u.notify.job_id, m->u.notify.attempt)))
             sl_deployment_notify(dep, m->u.notify.checkpoint_id, m->type == SL_MSG_COMPLETE);
         break;
+    case SL_MSG_STATE_QUERY: /* answered from the task's thread (state_query.c) */
+        sl_tm_state_query(find_attempt(tm, m->u.state_query.job_id, m->u.state_query.attempt), tm->id, m,
+                          tm->cfg.send, tm->cfg.send_ctx);
+        return;
     default:
         fprintf(stderr, "sluice: TaskManager %s ignores a %s message\n", tm->id, sl_msg_type_name(m->type));
         break;

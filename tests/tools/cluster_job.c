@@ -9,6 +9,7 @@
  * one each, as the seeds draw it.
  *
  *   cluster_job.so OUT_DIR CKPT_DIR EVENTS [--p=N] [--groups] [--rate=R]
+ *   cluster_job.so --state-query N CARDS P heap|rocksdb   (sq_counter_job.h: test_state_query_cluster)
  *
  * SLUICE_CLUSTER_JOB_SKEW in a process's environment renames the window
  * operator there, so that its plan differs (the plan-mismatch test).
@@ -19,9 +20,17 @@
 #include <string.h>
 
 #include "card_windows.h"
+#include "sq_counter_job.h"
 #include "sluice/job.h"
 
 static int build(sl_env_t *env, int argc, char **argv) {
+    if (argc >= 6 && !strcmp(argv[1], "--state-query")) { /* cluster_job.so --state-query N CARDS P heap|rocksdb */
+        sl_env_set_job_name(env, "state-query");
+        sl_env_set_max_parallelism(env, 128);
+        if (!strcmp(argv[5], "rocksdb")) sl_env_set_state_backend(env, SL_STATE_BACKEND_ROCKSDB);
+        sqj_build(env, atoll(argv[2]), atoi(argv[3]), atoi(argv[4]));
+        return 0;
+    }
     if (argc < 4) {
         fprintf(stderr, "usage: cluster_job OUT_DIR CKPT_DIR EVENTS [--p=N] [--groups] [--rate=R]\n");
         return SL_EINVAL;
