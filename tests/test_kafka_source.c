@@ -10,6 +10,7 @@
 #include "operators/source_op.h"
 #include "pipeline_util.h"
 #include "sluice/kafka.h"
+#include "sluice/metrics.h"
 #include "test.h"
 #include "test_kafka_util.h"
 
@@ -618,6 +619,65 @@ static int slow_copy(void *ctx, const sl_record_t *in, sl_row_writer_t *out) {
     return 0;
 }
 
+/* pendingRecords (Flink's consumer lag metric): in every report of the
+ * bounded source, what it emitted plus what it says is pending is the
+ * whole topic; it starts above 0 and ends at 0. */
+typedef struct lag_seen {
+    pthread_mutex_t mu;
+    int reports, bad;
+    int64_t first_pending, last_pending, total;
+} lag_seen_t;
+
+static void on_lag(void *ctx, const sl_operator_metrics_t *ops, int n) {
+    lag_seen_t *l = ctx;
+    pthread_mutex_lock(&l->mu);
+    for (int i = 0; i < n; i++) {
+        if (ops[i].vertex != 0 || ops[i].chain_index != 0) continue; /* the source */
+        if (ops[i].pending_records < 0) continue; /* not known yet */
+        if (ops[i].pending_records + ops[i].num_records_out != l->total) {
+            if (!l->bad++)
+                fprintf(stderr, "  report: %lld out + %lld pending != %lld\n", (long long)ops[i].num_records_out,
+                        (long long)ops[i].pending_records, (long long)l->total);
+        }
+        if (!l->reports++) l->first_pending = ops[i].pending_records;
+        l->last_pending = ops[i].pending_records;
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
+static int slow_lag(void *ctx, const sl_record_t *in, sl_row_writer_t *out) {
+    if (sl_row_i64(&in->row, 0) % 3 == 0) kt_sleep_ms(1);
+    sl_rw_copy_row(out, &in->row);
+    return 1;
+}
+
+TEST(pending_records_metric) {
+    const char *topic = kt_name("src-lag");
+    const int64_t N = 3000;
+    CHECK_EQ(kt_create_topic(topic, 3), 0);
+    CHECK_EQ(fill(topic, 3, 0, N, 0), 0);
+    sl_schema_t *schema = sl_schema_parse(ID_TS, NULL, 0);
+    sl_kafka_source_opts_t o = opts_for(topic, schema);
+    sl_env_t *env = sl_env_new();
+    sl_env_set_parallelism(env, 1);
+    lag_seen_t l = {.total = N};
+    pthread_mutex_init(&l.mu, NULL);
+    sl_env_set_metrics_listener(env, on_lag, &l);
+    sl_stream_t *s = sl_from_source(env, sl_kafka_source(&o), sl_wm_none(), "kafka");
+    s = sl_map(s, slow_lag, NULL, sl_schema_ref(schema)); /* ~1 ms per 3 records: about 1 s */
+    sl_sink_to(s, sl_counting_sink(NULL), "count");
+    CHECK_EQ(sl_env_execute(env, "kafka-lag"), 0);
+    fprintf(stderr, "  %d source reports: pendingRecords %lld first, %lld last\n", l.reports,
+            (long long)l.first_pending, (long long)l.last_pending);
+    CHECK(l.reports >= 2);
+    CHECK_EQ(l.bad, 0);
+    CHECK(l.first_pending > 0);
+    CHECK_EQ(l.last_pending, 0);
+    pthread_mutex_destroy(&l.mu);
+    sl_env_destroy(env);
+    sl_schema_unref(schema);
+}
+
 /* With a group id, checkpointed positions are committed to the group (for
  * monitoring): after a checkpointed run, the group's offsets are those of
  * a checkpoint — past the start, within the log. */
@@ -671,5 +731,6 @@ int main(void) {
     RUN(raw_records_with_metadata);
     RUN(new_partitions_are_picked_up);
     RUN(group_offsets_committed_for_monitoring);
+    RUN(pending_records_metric);
     TEST_MAIN_END();
 }

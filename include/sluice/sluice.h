@@ -321,6 +321,11 @@ typedef struct sl_source_ops {
      * notified.  For side effects such as committing offsets to a consumer
      * group for monitoring — never for correctness. */
     void (*notify_checkpoint_complete)(void *reader, int64_t id);
+    /* Optional: records the reader's splits hold beyond its position, as
+     * far as it knows without asking anyone (Flink's pendingRecords, e.g.
+     * a Kafka consumer's lag), or -1 when unknown.  On the task's thread,
+     * between polls; must not block. */
+    int64_t (*pending_records)(void *reader);
 } sl_source_ops_t;
 
 typedef struct sl_source {

@@ -748,6 +748,27 @@ static void ks_destroy(void *vctx) {
     sl_free(ctx);
 }
 
+/* pendingRecords: per live partition, the high watermark librdkafka last
+ * saw in a fetch response (no request: rd_kafka_get_watermark_offsets)
+ * minus the next offset to emit (bounded: up to the end offset); -1 until
+ * some partition's high watermark is known. */
+static int64_t ks_pending(void *reader) {
+    ks_reader_t *r = reader;
+    int64_t sum = 0;
+    bool known = false;
+    for (int i = 0; r->started && i < r->nparts; i++) {
+        const ks_part_t *pt = &r->parts[i];
+        if (pt->done || pt->next == KS_UNRESOLVED) continue;
+        int64_t lo = -1, hi = pt->stop; /* bounded: the end offset, known from the start */
+        if (hi < 0 &&
+            (rd_kafka_get_watermark_offsets(r->rk, r->ctx->topics[pt->topic], pt->partition, &lo, &hi) || hi < 0))
+            continue;
+        known = true;
+        if (hi > pt->next) sum += hi - pt->next;
+    }
+    return known ? sum : -1;
+}
+
 static const sl_source_ops_t kafka_source_ops = {
     .name = "kafka",
     .create_reader = ks_create_reader,
@@ -757,6 +778,7 @@ static const sl_source_ops_t kafka_source_ops = {
     .snapshot = ks_snapshot,
     .restore = ks_restore,
     .notify_checkpoint_complete = ks_notify_complete,
+    .pending_records = ks_pending,
 };
 
 sl_kafka_source_opts_t sl_kafka_source_defaults(void) {

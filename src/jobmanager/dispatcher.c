@@ -561,6 +561,7 @@ static int rest_vertex_metrics(void *ud, const char *id, const char *vid, sl_res
             y->in_watermark = x->in_watermark;
             y->out_watermark = x->out_watermark;
             y->late_dropped = x->late_dropped;
+            y->pending_records = x->pending_records;
         }
     }
     pthread_mutex_unlock(&d->mu);

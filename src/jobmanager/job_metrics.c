@@ -92,6 +92,7 @@ static void notify(sl_job_metrics_t *m, const sl_jm_subtask_metrics_t *st, int v
             .current_input_watermark = o->in_watermark,
             .current_output_watermark = o->out_watermark,
             .num_late_records_dropped = o->late_dropped,
+            .pending_records = o->pending_records,
             .busy_time_ms_per_second = st->busy_ms_per_s,
             .back_pressured_time_ms_per_second = st->bp_ms_per_s,
             .idle_time_ms_per_second = st->idle_ms_per_s,

@@ -289,6 +289,7 @@ typedef struct sl_rest_op_metrics {
     int64_t records_in, records_out;
     int64_t in_watermark, out_watermark; /* INT64_MIN: none yet */
     int64_t late_dropped;
+    int64_t pending_records; /* -1: not a source that knows it */
 } sl_rest_op_metrics_t;
 
 typedef struct sl_rest_subtask_metrics {

@@ -78,6 +78,7 @@ json_t *sl_rest_vertex_metric_map(const sl_rest_vertex_metrics_t *m) {
             put_i64(map, ID("%d.%s.currentInputWatermark", s, op), o->in_watermark);
             put_i64(map, ID("%d.%s.currentOutputWatermark", s, op), o->out_watermark);
             put_i64(map, ID("%d.%s.numLateRecordsDropped", s, op), o->late_dropped);
+            if (o->pending_records >= 0) put_i64(map, ID("%d.%s.pendingRecords", s, op), o->pending_records);
         }
 #undef ID
     }

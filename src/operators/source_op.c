@@ -361,6 +361,14 @@ void sl_source_op_drain(sl_operator_t *o) {
 int64_t sl_source_op_idle_until_ns(sl_operator_t *o) { return ((source_op_t *)o)->out.idle_until_ns; }
 int64_t sl_source_op_skipped(sl_operator_t *o) { return o->records_skipped; }
 
+int64_t sl_source_op_pending(sl_operator_t *o) {
+    source_op_t *op = (source_op_t *)o;
+    const sl_source_ops_t *ops = op->spec->src->ops;
+    if (!ops->pending_records) return -1;
+    if (op->ended) return 0; /* also after close: the final report */
+    return op->reader ? ops->pending_records(op->reader) : -1;
+}
+
 static void buf_put(void *ctx, const void *p, size_t n) { sl_buf_append(ctx, p, n); }
 
 /* Checkpoint: the reader's position becomes the source's operator state. */

@@ -24,6 +24,8 @@ int64_t sl_source_op_next_tick(sl_operator_t *op);
  * last poll that returned SL_SRC_IDLE (0: it did not say). */
 int64_t sl_source_op_idle_until_ns(sl_operator_t *o);
 int64_t sl_source_op_skipped(sl_operator_t *op);
+/* The reader's pendingRecords (sl_source_ops_t.pending_records): -1 unknown, 0 once ended. */
+int64_t sl_source_op_pending(sl_operator_t *op);
 /* Stop with --drain: emits the maximum watermark down the chain (as at the
  * end of input) without ending the reader, and emits no watermark after. */
 void sl_source_op_drain(sl_operator_t *op);

@@ -367,6 +367,7 @@ static Slctl__OpMetrics **eop_metrics(enc_t *e, const sl_msg_op_metrics_t *ms, i
         om[i].in_watermark = ms[i].in_watermark;
         om[i].out_watermark = ms[i].out_watermark;
         om[i].late_dropped = ms[i].late_dropped;
+        om[i].pending_records = ms[i].pending_records;
         pp[i] = &om[i];
     }
     *count = (size_t)n;
@@ -823,8 +824,11 @@ static int dmetrics(dec_t *d, const Slctl__Metrics *p, sl_msg_metrics_t *o) {
         st->ops = st->nops ? sl_calloc((size_t)st->nops, sizeof *st->ops) : NULL;
         for (int k = 0; k < st->nops; k++) {
             const Slctl__OpMetrics *pm = ps->ops[k];
-            st->ops[k] = (sl_msg_op_metrics_t){pm->node,         pm->records_in,    pm->records_out, pm->records_skipped,
-                                               pm->in_watermark, pm->out_watermark, pm->late_dropped};
+            st->ops[k] = (sl_msg_op_metrics_t){pm->node,         pm->records_in,    pm->records_out,
+                                               pm->records_skipped, pm->in_watermark, pm->out_watermark,
+                                               pm->late_dropped, pm->pending_records};
+            if (st->ops[k].pending_records < -1) return dfail(d, "subtasks[%d].ops[%d].pending_records is %lld", i, k,
+                                                              (long long)st->ops[k].pending_records);
         }
     }
     return 0;

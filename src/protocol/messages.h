@@ -98,6 +98,7 @@ typedef struct sl_msg_op_metrics {
     int64_t records_in, records_out, records_skipped;
     int64_t in_watermark, out_watermark; /* METRICS: current input / output watermark (ms; INT64_MIN: none) */
     int64_t late_dropped;        /* METRICS: late records a window operator dropped */
+    int64_t pending_records;     /* METRICS: a source's pendingRecords (-1: unknown; TASK_STATE: -1) */
 } sl_msg_op_metrics_t;
 
 typedef struct sl_msg_register {

@@ -178,6 +178,7 @@ static void metrics_of(const sl_deployment_t *dep, const sl_task_t *t, sl_msg_su
             .in_watermark = atomic_load_explicit(&p->in_wm, memory_order_relaxed),
             .out_watermark = atomic_load_explicit(&p->out_wm, memory_order_relaxed),
             .late_dropped = atomic_load_explicit(&p->late_dropped, memory_order_relaxed),
+            .pending_records = atomic_load_explicit(&p->pending, memory_order_relaxed),
         };
     }
 }
@@ -251,8 +252,11 @@ void sl_deployment_prom_family(sl_deployment_t *dep, int family, const char *nam
                                     : family == SL_PROM_OP_OUT    ? &p->records_out
                                     : family == SL_PROM_OP_IN_WM  ? &p->in_wm
                                     : family == SL_PROM_OP_OUT_WM ? &p->out_wm
-                                                                  : &p->late_dropped;
-            sl_prom_sample(out, name, labels, 6, (double)atomic_load_explicit(f, memory_order_relaxed));
+                                    : family == SL_PROM_OP_LATE   ? &p->late_dropped
+                                                                  : &p->pending;
+            int64_t v = atomic_load_explicit(f, memory_order_relaxed);
+            if (family == SL_PROM_OP_PENDING && v < 0) continue; /* not a source that knows it */
+            sl_prom_sample(out, name, labels, 6, (double)v);
         }
     }
 }

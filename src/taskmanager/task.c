@@ -593,6 +593,7 @@ void sl_task_pub_init(sl_task_t *t) {
         atomic_init(&p->in_wm, INT64_MIN);
         atomic_init(&p->out_wm, INT64_MIN);
         atomic_init(&p->late_dropped, 0);
+        atomic_init(&p->pending, -1);
     }
 }
 
@@ -627,6 +628,7 @@ void sl_task_publish_metrics(sl_task_t *t) {
         PUB(p->in_wm, op->wm);
         PUB(p->out_wm, t->outs[i].out_wm);
         PUB(p->late_dropped, sl_window_op_late_dropped(op));
+        if (i == 0 && t->is_source) PUB(p->pending, sl_source_op_pending(t->ops[0]));
     }
 }
 

@@ -46,6 +46,7 @@ typedef struct sl_op_pub {
     atomic_llong records_in, records_out, records_skipped;
     atomic_llong in_wm, out_wm;  /* combined input / last output watermark */
     atomic_llong late_dropped;   /* window operators: late records dropped */
+    atomic_llong pending;        /* sources: pendingRecords (-1: unknown) */
 } sl_op_pub_t;
 
 typedef struct sl_task_pub {

@@ -162,6 +162,7 @@ void sl_tm_prom_render(sl_taskmanager_t *tm, sl_buf_t *out) {
         [SL_PROM_OP_IN_WM] = "flink_taskmanager_job_task_operator_currentInputWatermark",
         [SL_PROM_OP_OUT_WM] = "flink_taskmanager_job_task_operator_currentOutputWatermark",
         [SL_PROM_OP_LATE] = "flink_taskmanager_job_task_operator_numLateRecordsDropped",
+        [SL_PROM_OP_PENDING] = "flink_taskmanager_job_task_operator_pendingRecords",
         [SL_PROM_TASK_BUSY] = "flink_taskmanager_job_task_accumulatedBusyTime",
         [SL_PROM_TASK_IDLE] = "flink_taskmanager_job_task_accumulatedIdleTime",
         [SL_PROM_TASK_BP] = "flink_taskmanager_job_task_accumulatedBackPressuredTime",
