@@ -607,6 +607,7 @@ static int fs_commit_savepoint(sl_ckpt_storage_t *s, const sl_ckpt_metadata_t *m
 int sl_ckpt_savepoint_dispose(const char *path, char *err, size_t errlen) {
     char mp[PATH_MAX];
     if (!path || !path[0]) return sl_errf(err, errlen, SL_EINVAL, "dispose: no savepoint path given");
+    if (strncmp(path, "s3://", 5) == 0) return sl_ckpt_s3_savepoint_dispose(path, err, errlen);
     snprintf(mp, sizeof mp, "%s/%s", path, SL_CKPT_METADATA_NAME);
     sl_ckpt_metadata_t *md = NULL;
     int rc = sl_ckpt_metadata_read_file(mp, &md, err, errlen);

@@ -170,6 +170,7 @@ static const sl_ckpt_in_ops_t file_in_ops = {fin_read_at, fin_close};
 
 int sl_ckpt_in_open_file(const char *path, sl_ckpt_in_t **in, char *err, size_t errlen) {
     *in = NULL;
+    if (path && strncmp(path, "s3://", 5) == 0) return sl_ckpt_in_open_s3(path, in, err, errlen);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;

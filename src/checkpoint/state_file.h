@@ -100,8 +100,12 @@ struct sl_ckpt_in {
  * fsyncs the file.  The caller fsyncs the directory when the name must
  * survive a crash (the storage's commit does). */
 int sl_ckpt_out_open_file(const char *path, bool durable, sl_ckpt_out_t **out, char *err, size_t errlen);
-/* A local file opened for reading.  SL_ENOTFOUND when it does not exist. */
+/* A local file opened for reading — or, for an "s3://bucket/key" path, that
+ * object (sl_ckpt_in_open_s3).  SL_ENOTFOUND when it does not exist. */
 int sl_ckpt_in_open_file(const char *path, sl_ckpt_in_t **in, char *err, size_t errlen);
+/* The object at "s3://bucket/key", read with ranged GETs (s3_storage.c;
+ * credentials as sl_s3_config_resolve). */
+int sl_ckpt_in_open_s3(const char *uri, sl_ckpt_in_t **in, char *err, size_t errlen);
 
 /* ------------------------------------------------------------------ */
 /* Writing.  An append-only writer: begin a section, put bytes, begin the

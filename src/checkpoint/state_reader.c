@@ -29,9 +29,56 @@ static bool is_dir(const char *p) {
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+/* The latest complete checkpoint of job in the storage at base. */
+static int open_latest(const char *path, const char *base, const char *job, sl_ckpt_metadata_t **md, char *dir,
+                       size_t cap, char *err, size_t errlen) {
+    sl_ckpt_storage_t *s = NULL;
+    int rc = sl_ckpt_storage_open(base, job, &s, err, errlen);
+    if (rc < 0) return rc;
+    int64_t id = 0;
+    rc = sl_ckpt_storage_latest_complete_id(s, &id, err, errlen);
+    if (rc == SL_ENOTFOUND)
+        sl_errf(err, errlen, rc, "%s: no complete checkpoint (no chk-<n>/%s)", path, SL_CKPT_METADATA_NAME);
+    /* the latest, with no fallback to an older one when it is damaged (storage.h) */
+    if (rc == 0) rc = s->ops->load(s, id, md, err, errlen);
+    if (rc == 0) rc = s->ops->location(s, (*md)->checkpoint_id, SL_CKPT_SCOPE_EXCLUSIVE, NULL, dir, cap);
+    s->ops->destroy(s);
+    if (rc < 0 && *md) {
+        sl_ckpt_metadata_free(*md);
+        *md = NULL;
+    }
+    return rc;
+}
+
+/* An s3:// path: a chk-<n> or savepoint "directory" (has _metadata), or a
+ * job's directory (its latest complete checkpoint). */
+static int open_s3_path(const char *path, sl_ckpt_metadata_t **md, char *dir, size_t cap, char *err, size_t errlen) {
+    char p[4200], mpath[4300];
+    snprintf(p, sizeof p, "%s", path);
+    size_t l = strlen(p);
+    while (l > 5 && p[l - 1] == '/') p[--l] = 0;
+    snprintf(mpath, sizeof mpath, "%s/%s", p, SL_CKPT_METADATA_NAME);
+    int rc = sl_ckpt_metadata_read_file(mpath, md, err, errlen);
+    if (rc != SL_ENOTFOUND) {
+        if (rc == 0 && (size_t)snprintf(dir, cap, "%s", p) >= cap) {
+            sl_ckpt_metadata_free(*md);
+            *md = NULL;
+            return sl_errf(err, errlen, SL_EINVAL, "%s: path too long", path);
+        }
+        return rc;
+    }
+    char *slash = strrchr(p, '/');
+    const char *name = slash ? slash + 1 : p;
+    if (!slash || slash < p + 5 || !strchr(p + 5, '/') || !strncmp(name, "chk-", 4))
+        return sl_errf(err, errlen, SL_ENOTFOUND, "%s: missing: no checkpoint or savepoint here", mpath);
+    *slash = 0;
+    return open_latest(path, p, slash + 1, md, dir, cap, err, errlen);
+}
+
 int sl_ckpt_open_path(const char *path, sl_ckpt_metadata_t **md, char *dir, size_t cap, char *err, size_t errlen) {
     *md = NULL;
     if (!path || !*path) return sl_errf(err, errlen, SL_EINVAL, "no checkpoint path given");
+    if (strncmp(path, "s3://", 5) == 0) return open_s3_path(path, md, dir, cap, err, errlen);
     struct stat st;
     if (stat(path, &st) != 0)
         return sl_errf(err, errlen, errno == ENOENT ? SL_ENOTFOUND : SL_EIO, "%s: %s", path, strerror(errno));
@@ -74,22 +121,7 @@ int sl_ckpt_open_path(const char *path, sl_ckpt_metadata_t **md, char *dir, size
         snprintf(job, sizeof job, "%s", base);
         snprintf(base, sizeof base, ".");
     }
-    sl_ckpt_storage_t *s = NULL;
-    int rc = sl_ckpt_storage_fs_open(base, job, &s, err, errlen);
-    if (rc < 0) return rc;
-    int64_t id = 0;
-    rc = sl_ckpt_storage_latest_complete_id(s, &id, err, errlen);
-    if (rc == SL_ENOTFOUND)
-        sl_errf(err, errlen, rc, "%s: no complete checkpoint (no chk-<n>/%s)", path, SL_CKPT_METADATA_NAME);
-    /* the latest, with no fallback to an older one when it is damaged (storage.h) */
-    if (rc == 0) rc = s->ops->load(s, id, md, err, errlen);
-    if (rc == 0) rc = s->ops->location(s, (*md)->checkpoint_id, SL_CKPT_SCOPE_EXCLUSIVE, NULL, dir, cap);
-    s->ops->destroy(s);
-    if (rc < 0 && *md) {
-        sl_ckpt_metadata_free(*md);
-        *md = NULL;
-    }
-    return rc;
+    return open_latest(path, base, job, md, dir, cap, err, errlen);
 }
 
 /* Where a handle's file is: its scope's directory relative to the

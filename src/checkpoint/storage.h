@@ -5,7 +5,9 @@
  *
  * The interface is a table of function pointers (like SQLite's VFS); the
  * filesystem implementation (fs_storage.c) works on a local path or a
- * shared mount, and an S3-compatible store can implement the same table.
+ * shared mount, the S3 one (s3_storage.c) on s3://bucket/prefix, with the
+ * same layout as keys and the same guarantees (see s3_storage.c for how
+ * they are kept without directories or rename).
  * Layout, as Flink's:
  *
  *     <base>/<job-id>/chk-<n>/            state files of checkpoint n
@@ -146,6 +148,25 @@ struct sl_ckpt_storage {
  * _metadata first (durably), then the files, then the directory.  A path
  * with no _metadata is SL_ENOTFOUND, naming it. */
 int sl_ckpt_savepoint_dispose(const char *path, char *err, size_t errlen);
+
+/* The storage for job_id under uri, chosen by its scheme: "s3://bucket/prefix"
+ * is S3 storage (s3_storage.c; endpoint and credentials from the s3.* keys
+ * of this process's configuration or the AWS environment variables, see
+ * checkpoint/s3_client.h), anything without a scheme a filesystem path
+ * (sl_ckpt_storage_fs_open).  Opening S3 storage lists the bucket once, so
+ * a missing credential, a bad URI or an unreachable bucket is reported here,
+ * naming it, when the job starts. */
+int sl_ckpt_storage_open(const char *uri, const char *job_id, sl_ckpt_storage_t **s, char *err, size_t errlen);
+
+/* S3 storage for job_id under "s3://bucket/prefix": keys
+ * <prefix>/<job-id>/chk-<n>/..., shared/..., taskowned/... .  cfg NULL:
+ * sl_s3_config_resolve's (s3_client.h).  Nothing is created (S3 has no
+ * directories); the bucket must exist. */
+struct sl_s3_config;
+int sl_ckpt_storage_s3_open(const char *uri, const char *job_id, const struct sl_s3_config *cfg,
+                            sl_ckpt_storage_t **s, char *err, size_t errlen);
+/* sl_ckpt_savepoint_dispose for an s3:// savepoint (it calls this). */
+int sl_ckpt_s3_savepoint_dispose(const char *uri, char *err, size_t errlen);
 
 /* Filesystem storage for job_id under base_dir: creates base_dir (and its
  * parents), <job-id>/, shared/ and taskowned/ when missing, durably.

@@ -65,6 +65,7 @@ int sl_cli_cluster_parse(const char *cmd, int argc, char **argv, sl_config_t *cf
         fprintf(stderr, "sluice %s: %s\n", cmd, err);
         return 2;
     }
+    sl_config_apply_s3(cfg); /* s3:// checkpoint storage: this process's endpoint and credentials */
     return 0;
 }
 

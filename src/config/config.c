@@ -18,6 +18,7 @@
 #include <strings.h>
 #include <yaml.h>
 
+#include "checkpoint/s3_client.h"
 #include "config/suggest.h"
 #include "sluice/sluice.h"
 
@@ -132,6 +133,17 @@ static const cfg_key_t KEYS[] = {
     KSTR("execution.checkpointing.savepoint-dir", savepoint_dir, NULL,
          ALIAS("state.savepoints.dir", "savepoints.state.backend.fs.dir"), .unset = "no default savepoint directory",
          .help = "Default directory for savepoints."),
+    KSTR("s3.endpoint", s3_endpoint, NULL, .unset = "AWS_ENDPOINT_URL, else AWS's endpoint of the region",
+         .help = "URL of the S3-compatible store for s3:// checkpoint and savepoint directories."),
+    KSTR("s3.access-key", s3_access_key, NULL, .unset = "AWS_ACCESS_KEY_ID",
+         .help = "Access key for s3:// directories."),
+    KSTR("s3.secret-key", s3_secret_key, NULL, .unset = "AWS_SECRET_ACCESS_KEY",
+         .help = "Secret key for s3:// directories."),
+    KSTR("s3.region", s3_region, NULL, .unset = "AWS_REGION, AWS_DEFAULT_REGION, else us-east-1",
+         .help = "Region that requests to S3 are signed for (SigV4)."),
+    KBOOL("s3.path.style.access", s3_path_style, "false",
+          .help = "Path-style requests (http://host/bucket/key) instead of virtual-host style "
+                  "(http://bucket.host/key); not set: path style when s3.endpoint (or AWS_ENDPOINT_URL) is set."),
     KSTR("execution.savepoint.path", savepoint_path, NULL, .unset = "start without restoring",
          .help = "A savepoint or checkpoint to restore the job from (sluice run -s)."),
     KBOOL("execution.savepoint.ignore-unclaimed-state", ignore_unclaimed_state, "false",
@@ -1302,6 +1314,17 @@ int sl_config_validate(const sl_config_t *c, char *err, size_t errlen) {
                  src_of(c, "restart-strategy.exponential-delay.max-backoff"));
     }
 
+    /* s3:// directories must be well-formed URIs (the bucket is reached when a job starts) */
+    const char *dirs[] = {c->checkpoint_dir, c->savepoint_dir, c->savepoint_path};
+    const char *dkeys[] = {"execution.checkpointing.dir", "execution.checkpointing.savepoint-dir",
+                           "execution.savepoint.path"};
+    for (int i = 0; i < 3; i++) {
+        char bucket[64], prefix[1024], why[300];
+        if (dirs[i] && sl_s3_is_uri(dirs[i]) &&
+            sl_s3_parse_uri(dirs[i], bucket, sizeof bucket, prefix, sizeof prefix, why, sizeof why) < 0)
+            errs_add(&e, SL_EINVAL, "%s: %s: %s", src_of(c, dkeys[i]), dkeys[i], why);
+    }
+
     /* Flink (HeartbeatServices): the timeout must not be below the interval. */
     if (c->heartbeat_timeout_ms < c->heartbeat_interval_ms) {
         format_duration(c->heartbeat_timeout_ms, a, sizeof a);
@@ -1399,7 +1422,13 @@ const char *sl_config_enum_name(const char *key, int value) {
     return enum_name(&KEYS[i], value);
 }
 
+void sl_config_apply_s3(const sl_config_t *cfg) {
+    sl_s3_set_defaults(cfg->s3_endpoint, cfg->s3_access_key, cfg->s3_secret_key, cfg->s3_region,
+                       sl_config_has(cfg, "s3.path.style.access") ? cfg->s3_path_style : -1);
+}
+
 int sl_config_apply_env(const sl_config_t *cfg, struct sl_env *env, char *err, size_t errlen) {
+    sl_config_apply_s3(cfg);
     if (cfg->incremental && cfg->state_backend != SL_CFG_BACKEND_ROCKSDB)
         return sl_errf(err, errlen, SL_EINVAL,
                        "execution.checkpointing.incremental: true needs state.backend.type rocksdb (the hashmap "

@@ -122,6 +122,13 @@ struct sl_config {
     int num_retained;                    /* .num-retained */
     int externalized_retention;          /* .externalized-checkpoint-retention */
 
+    /* S3 (checkpoints and savepoints at s3://...; Flink's s3.* keys) */
+    char *s3_endpoint;                   /* s3.endpoint; NULL = AWS_ENDPOINT_URL or AWS's */
+    char *s3_access_key;                 /* s3.access-key; NULL = AWS_ACCESS_KEY_ID */
+    char *s3_secret_key;                 /* s3.secret-key; NULL = AWS_SECRET_ACCESS_KEY */
+    char *s3_region;                     /* s3.region; NULL = AWS_REGION / AWS_DEFAULT_REGION / us-east-1 */
+    bool s3_path_style;                  /* s3.path.style.access (when set; else path style iff an endpoint is) */
+
     /* state */
     int state_backend;                   /* state.backend.type */
     char *rocksdb_localdir;              /* state.backend.rocksdb.localdir */
@@ -236,5 +243,10 @@ struct sl_env;
  * checkpoints, exponential-delay and failure-rate restarts) is an error
  * naming the key, never silently ignored.  0 or SL_EINVAL. */
 int sl_config_apply_env(const sl_config_t *cfg, struct sl_env *env, char *err, size_t errlen);
+/* Makes the s3.* keys this process's S3 settings (sl_s3_set_defaults in
+ * checkpoint/s3_client.h), as Flink configures its S3 filesystem per
+ * process.  sl_config_apply_env calls it; the JobManager and TaskManager
+ * commands call it after parsing their configuration. */
+void sl_config_apply_s3(const sl_config_t *cfg);
 
 #endif

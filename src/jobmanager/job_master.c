@@ -688,7 +688,7 @@ static int run_attempt(sl_job_master_t *jm, sl_job_result_t *res) {
     int rc = 0;
     if (jm->restore_path) rc = check_restore(jm, res->err, sizeof res->err);
     if (rc == 0 && p->cfg.ckpt_enabled && p->cfg.ckpt_dir[0]) {
-        rc = sl_ckpt_storage_fs_open(p->cfg.ckpt_dir, p->job_id, &jm->storage, res->err, sizeof res->err);
+        rc = sl_ckpt_storage_open(p->cfg.ckpt_dir, p->job_id, &jm->storage, res->err, sizeof res->err);
         if (rc == 0) { /* what an earlier run left half done: incomplete checkpoints and
                         * the shared files only they had uploaded (best effort) */
             char gerr[300];
@@ -815,7 +815,7 @@ static int prepare_restart(sl_job_master_t *jm, char *err, size_t errlen) {
     if (!p->cfg.ckpt_dir[0]) return 0;
     sl_ckpt_storage_t *st = NULL;
     char serr[600];
-    if (sl_ckpt_storage_fs_open(p->cfg.ckpt_dir, p->job_id, &st, serr, sizeof serr) < 0) return 0;
+    if (sl_ckpt_storage_open(p->cfg.ckpt_dir, p->job_id, &st, serr, sizeof serr) < 0) return 0;
     sl_ckpt_metadata_t *md = NULL;
     int rc = sl_ckpt_storage_load_latest(st, &md, serr, sizeof serr);
     st->ops->destroy(st);
@@ -841,7 +841,7 @@ static void end_of_job_checkpoints(sl_job_master_t *jm, int rc) {
     if (!discard) return;
     char err[600];
     sl_ckpt_storage_t *st = NULL;
-    if (sl_ckpt_storage_fs_open(p->cfg.ckpt_dir, p->job_id, &st, err, sizeof err) < 0 ||
+    if (sl_ckpt_storage_open(p->cfg.ckpt_dir, p->job_id, &st, err, sizeof err) < 0 ||
         st->ops->discard_all(st, err, sizeof err) < 0)
         fprintf(stderr, "sluice: could not delete the checkpoints of job '%s': %s\n", p->job_name, err);
     if (st) st->ops->destroy(st);
@@ -1089,8 +1089,9 @@ int sl_jm_savepoint(sl_job_master_t *jm, const char *dir, int kind, int64_t *id,
         return sl_errf(err, errlen, SL_EINVAL,
                        "savepoint: no target directory given and the job has no "
                        "execution.checkpointing.savepoint-dir");
-    if (dir[0] != '/')
-        return sl_errf(err, errlen, SL_EINVAL, "savepoint: the target directory '%s' is not an absolute path", dir);
+    if (dir[0] != '/' && strncmp(dir, "s3://", 5) != 0)
+        return sl_errf(err, errlen, SL_EINVAL, "savepoint: the target directory '%s' is not an absolute path or s3:// URI",
+                       dir);
     for (const char *q = dir; (q = strstr(q, "..")); q += 2)
         if ((q == dir || q[-1] == '/') && (q[2] == 0 || q[2] == '/'))
             return sl_errf(err, errlen, SL_EINVAL, "savepoint: the target directory '%s' contains '..'", dir);

@@ -789,7 +789,7 @@ static json_t *body_object(req_t *q, char *why, size_t cap) {
 
 /* A savepoint directory a client may name: absolute, no ".." component. */
 static bool savepoint_dir_ok(const char *d) {
-    if (d[0] != '/') return false;
+    if (d[0] != '/' && strncmp(d, "s3://", 5) != 0) return false;
     for (const char *p = d; (p = strstr(p, "..")); p += 2)
         if ((p == d || p[-1] == '/') && (p[2] == 0 || p[2] == '/')) return false;
     return true;

@@ -1093,7 +1093,7 @@ int sl_deployment_new(const sl_plan_t *plan, const sl_job_code_t *code, const sl
     dep->uploads = sl_calloc((size_t)(dep->nlocal ? dep->nlocal : 1), sizeof *dep->uploads);
     if (rc == 0 && dep->restore_md) rc = restore_inflight(dep, err, errlen);
     if (rc == 0 && plan->cfg.ckpt_enabled && plan->cfg.ckpt_dir[0])
-        rc = sl_ckpt_storage_fs_open(plan->cfg.ckpt_dir, plan->job_id, &dep->storage, err, errlen);
+        rc = sl_ckpt_storage_open(plan->cfg.ckpt_dir, plan->job_id, &dep->storage, err, errlen);
     /* two-phase-commit sinks settle what an earlier run left behind */
     int64_t restored = dep->restore_md ? dep->restore_md->checkpoint_id : 0;
     for (int i = 0; i < plan->nnodes && rc == 0; i++) {

@@ -15,7 +15,8 @@
  * to them (sl_ckpt_storage_retain).
  *
  * Restore: the files of every old subtask whose key groups overlap the new
- * range are copied into local directories (checksums verified) and
+ * range are copied into local directories (checksums verified; from S3
+ * storage they are downloaded, sl_ckpt_in_open_file reading s3:// paths) and
  * sl_rocksdb_backend_open_native builds the new database from them — the
  * same files at the same parallelism, or the overlapping key groups of
  * several when it changed.
@@ -229,15 +230,15 @@ static int fetch_subtask(const char *chk_path, const sl_ckpt_subtask_t *sub, con
         } else
             snprintf(src, sizeof src, "%s/%s", chk_path, path);
         snprintf(dst, sizeof dst, "%s/%s", dir, name);
-        int in = open(src, O_RDONLY | O_CLOEXEC);
-        if (in < 0) {
-            rc = sl_errf(err, errlen, errno == ENOENT ? SL_ENOTFOUND : SL_EIO, "%s: cannot open: %s", src,
-                         strerror(errno));
-            break;
-        }
+        /* a local file, or an object of S3 storage (downloaded in ranged GETs) */
+        sl_ckpt_in_t *in = NULL;
+        rc = sl_ckpt_in_open_file(src, &in, err, errlen);
+        if (rc == SL_ENOTFOUND && strncmp(src, "s3://", 5) != 0)
+            sl_errf(err, errlen, rc, "%s: cannot open: %s", src, strerror(ENOENT));
+        if (rc < 0) break;
         int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (out < 0) {
-            close(in);
+            in->ops->close(in);
             rc = sl_errf(err, errlen, SL_EIO, "%s: cannot create: %s", dst, strerror(errno));
             break;
         }
@@ -245,23 +246,19 @@ static int fetch_subtask(const char *chk_path, const sl_ckpt_subtask_t *sub, con
         XXH3_64bits_reset(x);
         static __thread uint8_t buf[1 << 16];
         uint64_t total = 0;
-        for (;;) {
-            ssize_t r = read(in, buf, sizeof buf);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) {
-                if (r < 0) rc = sl_errf(err, errlen, SL_EIO, "%s: read failed: %s", src, strerror(errno));
-                break;
-            }
-            XXH3_64bits_update(x, buf, (size_t)r);
-            total += (uint64_t)r;
-            if (sl_write_all(out, buf, (size_t)r) < 0) {
+        while (total < in->size) {
+            size_t r = (size_t)SL_MIN((uint64_t)sizeof buf, in->size - total);
+            if ((rc = in->ops->read_at(in, total, buf, r, err, errlen)) < 0) break;
+            XXH3_64bits_update(x, buf, r);
+            total += r;
+            if (sl_write_all(out, buf, r) < 0) {
                 rc = sl_errf(err, errlen, SL_EIO, "%s: write failed: %s", dst, strerror(errno));
                 break;
             }
         }
         uint64_t sum = XXH3_64bits_digest(x);
         XXH3_freeState(x);
-        close(in);
+        in->ops->close(in);
         close(out);
         if (rc == 0 && (total != h->size || sum != h->checksum))
             rc = sl_errf(err, errlen, SL_EFORMAT,
