@@ -312,6 +312,20 @@ static void run_counts(uint64_t seed, int backend) {
     CHECK_EQ(seen->last[OP_SINK][0].num_records_in, in.fired);
     CHECK_EQ(seen->last[OP_SRC][0].current_output_watermark, SL_MAX_WATERMARK);
     CHECK_EQ(seen->last[OP_SINK][0].num_late_records_dropped, 0);
+    /* numBytesIn/Out: what a task handed to its channels is what the tasks
+     * behind it read (no checkpoint, nothing in flight at the end), and at
+     * least every record's frame (13 bytes of header and a 24-byte row) */
+    int64_t win_bin = 0, win_bout = 0;
+    for (int j = 0; j < 2; j++) {
+        win_bin += seen->last[OP_WIN][j].num_bytes_in;
+        win_bout += seen->last[OP_WIN][j].num_bytes_out;
+    }
+    CHECK_EQ(seen->last[OP_SRC][0].num_bytes_in, 0);
+    CHECK_EQ(seen->last[OP_SRC][0].num_bytes_out, seen->last[OP_MAP][0].num_bytes_out); /* one task */
+    CHECK(seen->last[OP_SRC][0].num_bytes_out >= (int64_t)in.n * 37);
+    CHECK_EQ(win_bin, seen->last[OP_SRC][0].num_bytes_out);
+    CHECK_EQ(seen->last[OP_SINK][0].num_bytes_in, win_bout);
+    CHECK_EQ(seen->last[OP_SINK][0].num_bytes_out, 0);
 
     sl_env_destroy(env);
     collected_free(c);

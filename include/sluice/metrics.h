@@ -32,6 +32,10 @@ typedef struct sl_operator_metrics {
     int64_t current_input_watermark, current_output_watermark; /* ms; INT64_MIN: none yet */
     int64_t num_late_records_dropped;
     int64_t pending_records;     /* sources that know it (Kafka: the lag over its partitions); -1 otherwise */
+    /* the task's (the same for every operator of its chain): bytes of the
+     * network buffers it read from its inputs and handed to its outputs
+     * (numBytesIn / numBytesOut; 0 for a task without them) */
+    int64_t num_bytes_in, num_bytes_out;
     /* the task's time shares over the last interval (-1 until two reports) */
     double busy_time_ms_per_second, back_pressured_time_ms_per_second, idle_time_ms_per_second;
     /* the job's attempt (0, +1 per restart): a restarted subtask counts

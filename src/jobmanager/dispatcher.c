@@ -551,6 +551,8 @@ static int rest_vertex_metrics(void *ud, const char *id, const char *vid, sl_res
         o->busy_ms = m.busy_ns / 1000000;
         o->backpressured_ms = m.backpressured_ns / 1000000;
         o->idle_ms = m.idle_ns / 1000000;
+        o->bytes_in = m.bytes_in;
+        o->bytes_out = m.bytes_out;
         o->nops = m.nops < SL_REST_MAX_CHAIN ? m.nops : SL_REST_MAX_CHAIN;
         for (int k = 0; k < o->nops; k++) {
             const sl_msg_op_metrics_t *x = &m.ops[k];

@@ -93,6 +93,8 @@ static void notify(sl_job_metrics_t *m, const sl_jm_subtask_metrics_t *st, int v
             .current_output_watermark = o->out_watermark,
             .num_late_records_dropped = o->late_dropped,
             .pending_records = o->pending_records,
+            .num_bytes_in = st->bytes_in,
+            .num_bytes_out = st->bytes_out,
             .busy_time_ms_per_second = st->busy_ms_per_s,
             .back_pressured_time_ms_per_second = st->bp_ms_per_s,
             .idle_time_ms_per_second = st->idle_ms_per_s,
@@ -118,6 +120,8 @@ void sl_job_metrics_update(sl_job_metrics_t *m, const sl_msg_metrics_t *r) {
         st->busy_ns = in->busy_ns;
         st->idle_ns = in->idle_ns;
         st->backpressured_ns = in->backpressured_ns;
+        st->bytes_in = in->bytes_in;
+        st->bytes_out = in->bytes_out;
         snprintf(st->tm_id, sizeof st->tm_id, "%s", r->tm_id);
         st->nops = in->nops < SL_METRICS_MAX_CHAIN ? in->nops : SL_METRICS_MAX_CHAIN;
         for (int k = 0; k < st->nops; k++) st->ops[k] = in->ops[k];

@@ -21,6 +21,7 @@ typedef struct sl_jm_subtask_metrics {
     bool reported;               /* a report arrived this attempt */
     int64_t time_ns;             /* the report's TaskManager clock */
     int64_t busy_ns, idle_ns, backpressured_ns; /* cumulative */
+    int64_t bytes_in, bytes_out;                /* cumulative */
     double busy_ms_per_s, bp_ms_per_s, idle_ms_per_s; /* -1 until two reports */
     int nops;
     sl_msg_op_metrics_t ops[SL_METRICS_MAX_CHAIN];

@@ -300,6 +300,7 @@ typedef struct sl_rest_subtask_metrics {
     int64_t start_time;        /* ms since the epoch */
     double busy, backpressured, idle;        /* ms per second, -1 = not known */
     int64_t busy_ms, backpressured_ms, idle_ms; /* accumulated */
+    int64_t bytes_in, bytes_out;               /* numBytesIn / numBytesOut */
     int nops;
     sl_rest_op_metrics_t ops[SL_REST_MAX_CHAIN]; /* the chain, head first */
 } sl_rest_subtask_metrics_t;

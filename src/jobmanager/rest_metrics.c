@@ -61,6 +61,8 @@ json_t *sl_rest_vertex_metric_map(const sl_rest_vertex_metrics_t *m) {
 #define ID(fmt, ...) (snprintf(id, sizeof id, fmt, __VA_ARGS__), id)
         put_i64(map, ID("%d.numRecordsIn", s), in);
         put_i64(map, ID("%d.numRecordsOut", s), out);
+        put_i64(map, ID("%d.numBytesIn", s), st->bytes_in);
+        put_i64(map, ID("%d.numBytesOut", s), st->bytes_out);
         if (st->busy >= 0) {
             put_dbl(map, ID("%d.busyTimeMsPerSecond", s), st->busy);
             put_dbl(map, ID("%d.backPressuredTimeMsPerSecond", s), st->backpressured);
@@ -118,7 +120,7 @@ json_t *sl_rest_metric_list(json_t *map, const char *get) {
 }
 
 json_t *sl_rest_io_metrics_json(const sl_rest_subtask_metrics_t *s, int n) {
-    int64_t in = 0, out = 0, busy = 0, bp = 0, idle = 0;
+    int64_t in = 0, out = 0, busy = 0, bp = 0, idle = 0, bin = 0, bout = 0;
     bool complete = n > 0;
     for (int i = 0; i < n; i++) {
         if (!s[i].reported) complete = false;
@@ -129,9 +131,11 @@ json_t *sl_rest_io_metrics_json(const sl_rest_subtask_metrics_t *s, int n) {
         busy += s[i].busy_ms;
         bp += s[i].backpressured_ms;
         idle += s[i].idle_ms;
+        bin += s[i].bytes_in;
+        bout += s[i].bytes_out;
     }
-    return json_pack("{s:I, s:b, s:I, s:b, s:I, s:b, s:I, s:b, s:I, s:I, s:f}", "read-bytes", (json_int_t)0,
-                     "read-bytes-complete", complete, "write-bytes", (json_int_t)0, "write-bytes-complete", complete,
+    return json_pack("{s:I, s:b, s:I, s:b, s:I, s:b, s:I, s:b, s:I, s:I, s:f}", "read-bytes", (json_int_t)bin,
+                     "read-bytes-complete", complete, "write-bytes", (json_int_t)bout, "write-bytes-complete", complete,
                      "read-records", (json_int_t)in, "read-records-complete", complete, "write-records",
                      (json_int_t)out, "write-records-complete", complete, "accumulated-backpressured-time",
                      (json_int_t)bp, "accumulated-idle-time", (json_int_t)idle, "accumulated-busy-time",

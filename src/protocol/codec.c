@@ -396,6 +396,8 @@ static void emetrics(enc_t *e, const sl_msg_metrics_t *m, Slctl__Metrics *p) {
         sm[i].busy_ns = st->busy_ns;
         sm[i].idle_ns = st->idle_ns;
         sm[i].backpressured_ns = st->backpressured_ns;
+        sm[i].bytes_in = st->bytes_in;
+        sm[i].bytes_out = st->bytes_out;
         sm[i].ops = eop_metrics(e, st->ops, st->nops, prefix, &sm[i].n_ops);
         p->subtasks[i] = &sm[i];
     }
@@ -819,6 +821,8 @@ static int dmetrics(dec_t *d, const Slctl__Metrics *p, sl_msg_metrics_t *o) {
         st->busy_ns = ps->busy_ns;
         st->idle_ns = ps->idle_ns;
         st->backpressured_ns = ps->backpressured_ns;
+        st->bytes_in = ps->bytes_in;
+        st->bytes_out = ps->bytes_out;
         snprintf(path, sizeof path, "subtasks[%d].ops", i);
         if ((rc = dcount(d, ps->n_ops, path, &st->nops))) return rc;
         st->ops = st->nops ? sl_calloc((size_t)st->nops, sizeof *st->ops) : NULL;
@@ -1147,6 +1151,10 @@ static int vmetrics(dec_t *d, const sl_msg_metrics_t *o) {
         if ((rc = vnonneg(d, st->idle_ns, path))) return rc;
         snprintf(path, sizeof path, "subtasks[%d].backpressured_ns", i);
         if ((rc = vnonneg(d, st->backpressured_ns, path))) return rc;
+        snprintf(path, sizeof path, "subtasks[%d].bytes_in", i);
+        if ((rc = vnonneg(d, st->bytes_in, path))) return rc;
+        snprintf(path, sizeof path, "subtasks[%d].bytes_out", i);
+        if ((rc = vnonneg(d, st->bytes_out, path))) return rc;
         for (int k = 0; k < st->nops; k++) {
             const sl_msg_op_metrics_t *mt = &st->ops[k];
             const int64_t v[5] = {mt->node, mt->records_in, mt->records_out, mt->records_skipped, mt->late_dropped};

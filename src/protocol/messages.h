@@ -210,6 +210,7 @@ typedef struct sl_msg_subtask_metrics {
     sl_msg_task_ref_t task;
     int64_t time_ns;             /* the TaskManager's monotonic clock when the times were sampled (0: not started) */
     int64_t busy_ns, idle_ns, backpressured_ns;
+    int64_t bytes_in, bytes_out; /* numBytesIn / numBytesOut: buffer bytes read and written */
     int32_t nops;
     sl_msg_op_metrics_t *ops;
 } sl_msg_subtask_metrics_t;

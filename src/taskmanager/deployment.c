@@ -165,6 +165,8 @@ void sl_deployment_cancel(sl_deployment_t *dep) {
 static void metrics_of(const sl_deployment_t *dep, const sl_task_t *t, sl_msg_subtask_metrics_t *st) {
     st->task = task_ref(dep, t);
     sl_task_read_times(t, &st->time_ns, &st->busy_ns, &st->idle_ns, &st->backpressured_ns);
+    st->bytes_in = atomic_load_explicit(&t->pub.bytes_in, memory_order_relaxed);
+    st->bytes_out = atomic_load_explicit(&t->pub.bytes_out, memory_order_relaxed);
     st->nops = t->nops;
     st->ops = sl_calloc((size_t)(t->nops ? t->nops : 1), sizeof *st->ops);
     const sl_plan_vertex_t *v = &dep->plan->vertices[t->vertex];
@@ -238,6 +240,13 @@ void sl_deployment_prom_family(sl_deployment_t *dep, int family, const char *nam
         snprintf(sub, sizeof sub, "%d", t->subtask);
         const char *labels[12] = {"job_id", dep->job_id, "job_name", dep->plan->job_name ? dep->plan->job_name : "",
                                   "task_name", v->name, "subtask_index", sub, "tm_id", tm_id, "operator_name", ""};
+        if (family == SL_PROM_TASK_BYTES_IN || family == SL_PROM_TASK_BYTES_OUT) {
+            sl_prom_sample(out, name, labels, 5,
+                           (double)atomic_load_explicit(family == SL_PROM_TASK_BYTES_IN ? &t->pub.bytes_in
+                                                                                         : &t->pub.bytes_out,
+                                                        memory_order_relaxed));
+            continue;
+        }
         if (family >= SL_PROM_TASK_BUSY) {
             int64_t at, busy, idle, bp;
             sl_task_read_times(t, &at, &busy, &idle, &bp);

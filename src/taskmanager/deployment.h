@@ -56,7 +56,8 @@ void sl_deployment_set_tm_id(sl_deployment_t *dep, const char *tm_id);
  * per operator, then per task (accumulated times, ms). */
 enum {
     SL_PROM_OP_IN, SL_PROM_OP_OUT, SL_PROM_OP_IN_WM, SL_PROM_OP_OUT_WM, SL_PROM_OP_LATE, SL_PROM_OP_PENDING,
-    SL_PROM_TASK_BUSY, SL_PROM_TASK_IDLE, SL_PROM_TASK_BP, SL_PROM_NFAMILIES
+    SL_PROM_TASK_BUSY, SL_PROM_TASK_IDLE, SL_PROM_TASK_BP, SL_PROM_TASK_BYTES_IN, SL_PROM_TASK_BYTES_OUT,
+    SL_PROM_NFAMILIES
 };
 /* Appends family's samples (named `name`) for the deployment's subtasks
  * (any thread: reads what the tasks published). */

@@ -60,6 +60,7 @@ static inline uint8_t *reserve(sl_record_writer_t *w, int c, uint32_t need) {
     sl_nbuf_t *b = w->cur[c];
     if (SL_LIKELY(b && b->len + need <= b->cap)) return b->data + b->len;
     if (b) {
+        w->bytes += b->len;
         sl_channel_send(w->ch[c], b);
         w->cur[c] = NULL;
     }
@@ -120,6 +121,7 @@ void sl_record_writer_status(sl_record_writer_t *w, bool idle) {
 void sl_record_writer_flush(sl_record_writer_t *w) {
     for (int i = 0; i < w->nch; i++)
         if (w->cur[i] && w->cur[i]->len) {
+            w->bytes += w->cur[i]->len;
             sl_channel_send(w->ch[i], w->cur[i]);
             w->cur[i] = NULL;
         }
@@ -155,4 +157,5 @@ void sl_record_writer_barrier_priority(sl_record_writer_t *w, int64_t id, int64_
     el[17] = SL_SNAP_CHECKPOINT; /* only checkpoints overtake: savepoints are aligned */
     sl_record_writer_flush(w); /* the records before the barrier are in-flight data too */
     for (int i = 0; i < w->nch; i++) sl_channel_send_priority(w->ch[i], el, SL_BARRIER_LEN, &captures[i]);
+    w->bytes += (int64_t)w->nch * SL_BARRIER_LEN;
 }

@@ -31,6 +31,7 @@ typedef struct sl_record_writer {
     int rr;
     bool canceled;
     int64_t records;
+    int64_t bytes;       /* handed to its channels (numBytesOut); the task's thread */
     uint8_t keybuf[SL_MAX_KEY_LEN];
 } sl_record_writer_t;
 

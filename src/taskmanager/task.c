@@ -585,6 +585,8 @@ void sl_task_pub_init(sl_task_t *t) {
     atomic_init(&t->pub.busy_ns, 0);
     atomic_init(&t->pub.idle_ns, 0);
     atomic_init(&t->pub.backpressured_ns, 0);
+    atomic_init(&t->pub.bytes_in, 0);
+    atomic_init(&t->pub.bytes_out, 0);
     for (int i = 0; i < t->nops; i++) {
         sl_op_pub_t *p = &t->pub.ops[i];
         atomic_init(&p->records_in, 0);
@@ -619,6 +621,10 @@ void sl_task_publish_metrics(sl_task_t *t) {
     PUB(t->pub.idle_ns, t->idle_ns);
     PUB(t->pub.backpressured_ns, bp);
     PUB(t->pub.busy_ns, t->busy_ns);
+    int64_t out = 0;
+    for (int w = 0; w < t->nwriters; w++) out += t->writers[w]->bytes;
+    PUB(t->pub.bytes_in, t->bytes_in);
+    PUB(t->pub.bytes_out, out);
     for (int i = 0; i < t->nops; i++) {
         const sl_operator_t *op = t->ops[i];
         sl_op_pub_t *p = &t->pub.ops[i];
@@ -716,6 +722,8 @@ static void run_loop(sl_task_t *t) {
                         g->held[c] = NULL;
                     } else if (!(b = sl_channel_poll(g->ch[c]))) {
                         continue;
+                    } else {
+                        t->bytes_in += b->len; /* numBytesIn: once per buffer */
                     }
                     did = true;
                     if (consume(t, g, c, b, &off) == HELD) {

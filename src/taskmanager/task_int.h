@@ -53,6 +53,7 @@ typedef struct sl_task_pub {
     atomic_llong start_ns;       /* when the task thread started (0: not yet) */
     atomic_llong time_ns;        /* when the figures below were published */
     atomic_llong busy_ns, idle_ns, backpressured_ns; /* since the task started */
+    atomic_llong bytes_in, bytes_out;                /* buffers read from its inputs / handed to its outputs */
     sl_op_pub_t *ops;            /* per chained operator (allocated with the task) */
 } sl_task_pub_t;
 
@@ -137,6 +138,7 @@ struct sl_task {
     int late_kind;
     /* metrics */
     int64_t busy_ns, idle_ns;
+      int64_t bytes_in;            /* numBytesIn: the bytes of the buffers it read */
     int64_t start_ns;            /* when the task thread started (sl_mono_ns) */
     sl_task_pub_t pub;           /* published copies (see sl_task_pub_t) */
 };

@@ -166,6 +166,8 @@ void sl_tm_prom_render(sl_taskmanager_t *tm, sl_buf_t *out) {
         [SL_PROM_TASK_BUSY] = "flink_taskmanager_job_task_accumulatedBusyTime",
         [SL_PROM_TASK_IDLE] = "flink_taskmanager_job_task_accumulatedIdleTime",
         [SL_PROM_TASK_BP] = "flink_taskmanager_job_task_accumulatedBackPressuredTime",
+        [SL_PROM_TASK_BYTES_IN] = "flink_taskmanager_job_task_numBytesIn",
+        [SL_PROM_TASK_BYTES_OUT] = "flink_taskmanager_job_task_numBytesOut",
     };
     pthread_mutex_lock(&tm->deps_mu);
     for (int f = 0; f < SL_PROM_NFAMILIES; f++) {
