@@ -434,8 +434,66 @@ TEST(prometheus) {
         if (cl_pids[i] == pid) cl_pids[i--] = cl_pids[--cl_npids];
 }
 
+/* /taskmanagers/:tmid/metrics: the TaskManager process's own figures,
+ * against what /proc says about that process. */
+static long long proc_field(pid_t pid, const char *file, const char *key) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, file);
+    FILE *f = fopen(path, "r");
+    long long v = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, strlen(key))) v = atoll(line + strlen(key));
+    if (f) fclose(f);
+    return v;
+}
+
+TEST(taskmanager_metrics) {
+    CHECK(G.up);
+    json_t *tms = get_json(G.c.rest_port, "/taskmanagers");
+    const char *id = json_string_value(json_object_get(json_array_get(json_object_get(tms, "taskmanagers"), 0), "id"));
+    CHECK(id != NULL);
+    char tm[128];
+    snprintf(tm, sizeof tm, "%s", id ? id : "?");
+    int slots = (int)json_integer_value(
+        json_object_get(json_array_get(json_object_get(tms, "taskmanagers"), 0), "slotsNumber"));
+    json_decref(tms);
+    json_t *ids = get_json(G.c.rest_port, "/taskmanagers/%s/metrics", tm);
+    CHECK(json_is_array(ids));
+    const char *want[] = {"Status.ProcessTree.Memory.RSS", "Status.ProcessTree.CPU.Time",
+                          "Status.ProcessTree.Threads.Count", "Status.TaskSlots.Total", "Status.TaskSlots.Available"};
+    for (size_t w = 0; w < sizeof want / sizeof want[0]; w++) {
+        bool found = false;
+        for (size_t i = 0; i < json_array_size(ids); i++)
+            found = found || !strcmp(json_string_value(json_object_get(json_array_get(ids, i), "id")), want[w]);
+        if (!found) fprintf(stderr, "  no %s\n", want[w]);
+        CHECK(found);
+    }
+    json_decref(ids);
+    cl_sleep_ms(1500); /* a heartbeat (200 ms) after the figures below */
+    json_t *v = get_json(G.c.rest_port,
+                         "/taskmanagers/%s/metrics?get=Status.ProcessTree.Memory.RSS,Status.ProcessTree.CPU.Time,"
+                         "Status.ProcessTree.Threads.Count,Status.ProcessTree.CPU.Usage,Status.TaskSlots.Total",
+                         tm);
+    double rss = metric_value(v, "Status.ProcessTree.Memory.RSS"), cpu = metric_value(v, "Status.ProcessTree.CPU.Time");
+    double thr = metric_value(v, "Status.ProcessTree.Threads.Count"), use = metric_value(v, "Status.ProcessTree.CPU.Usage");
+    long long prss = proc_field(G.c.tm[0].pid, "status", "VmRSS:") * 1024, pthr = proc_field(G.c.tm[0].pid, "status", "Threads:");
+    fprintf(stderr, "  %s: RSS %.0f (/proc: %lld), CPU %.0f ms, %.1f%%, %.0f threads (/proc: %lld)\n", tm, rss, prss,
+            cpu, use, thr, pthr);
+    CHECK(rss > 0.5 * (double)prss && rss < 2.0 * (double)prss);
+    CHECK(cpu > 0);
+    CHECK(fabs(thr - (double)pthr) <= 4);
+    CHECK(use >= 0 && use <= 100.0 * 64);
+    CHECK_EQ((int)metric_value(v, "Status.TaskSlots.Total"), slots);
+    CHECK(slots >= 1);
+    json_decref(v);
+    char *nf = cl_http_get(G.c.rest_port, "/taskmanagers/no-such-tm/metrics");
+    CHECK(nf && strstr(nf, "does not exist"));
+    free(nf);
+}
+
 int main(void) {
     RUN(rest_paths);
+    RUN(taskmanager_metrics);
     RUN(prometheus);
     cl_cluster_stop(&G.c);
     TEST_MAIN_END();

@@ -49,6 +49,10 @@ typedef struct dtm {
     bool alive;
     int64_t last_hb_ms;
     int64_t registered_ms;
+    /* its process figures from its latest heartbeat, and the CPU share
+     * between its last two (-1 until two) */
+    int64_t rss_bytes, cpu_ns, threads, hb_cpu_ms;
+    double cpu_usage;
 } dtm_t;
 
 typedef struct djob {
@@ -253,7 +257,18 @@ static void rpc_on_message(void *ctx, sl_rpc_conn_t *conn, const uint8_t *bytes,
     case SL_MSG_HEARTBEAT: {
         pthread_mutex_lock(&d->mu);
         dtm_t *t = tm_by_conn(d, conn);
-        if (t) t->last_hb_ms = now_ms();
+        if (t) {
+            const sl_msg_heartbeat_t *h = &m->u.heartbeat;
+            int64_t now = now_ms();
+            t->cpu_usage = t->hb_cpu_ms && now > t->hb_cpu_ms && h->cpu_ns >= t->cpu_ns
+                               ? 100.0 * (double)(h->cpu_ns - t->cpu_ns) / 1e6 / (double)(now - t->hb_cpu_ms)
+                               : -1;
+            t->hb_cpu_ms = now;
+            t->last_hb_ms = now;
+            t->rss_bytes = h->rss_bytes;
+            t->cpu_ns = h->cpu_ns;
+            t->threads = h->threads;
+        }
         pthread_mutex_unlock(&d->mu);
         break;
     }
@@ -589,6 +604,28 @@ static int rest_taskmanagers(void *ud, sl_rest_taskmanager_t **tms, int *ntms, c
     }
     pthread_mutex_unlock(&d->mu);
     return 0;
+}
+
+/* GET /taskmanagers/:tmid/metrics: the process figures of its latest heartbeat. */
+static int rest_taskmanager_metrics(void *ud, const char *tm_id, sl_rest_tm_metrics_t *out, char *err,
+                                    size_t errlen) {
+    sl_dispatcher_t *d = ud;
+    int rc = SL_ENOTFOUND;
+    pthread_mutex_lock(&d->mu);
+    for (int i = 0; i < d->ntms && rc; i++) {
+        const dtm_t *t = d->tms[i];
+        if (!t->alive || strcmp(t->id, tm_id)) continue;
+        *out = (sl_rest_tm_metrics_t){.rss_bytes = t->rss_bytes,
+                                      .cpu_ms = t->cpu_ns / 1000000,
+                                      .cpu_usage = t->cpu_usage,
+                                      .threads = t->threads,
+                                      .slots_total = t->slots,
+                                      .slots_free = t->slots};
+        rc = 0;
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (rc) sl_errf(err, errlen, rc, "TaskManager %s does not exist", tm_id);
+    return rc;
 }
 
 static int rest_run(void *ud, const sl_rest_run_t *req, char *job_id, size_t idcap, char *err, size_t errlen) {
@@ -1071,6 +1108,7 @@ int sl_dispatcher_new(const sl_dispatcher_config_t *cfg, sl_dispatcher_t **out, 
                                 .list_jobs = rest_list_jobs,
                                 .job_detail = rest_job_detail,
                                 .taskmanagers = rest_taskmanagers,
+                                .taskmanager_metrics = rest_taskmanager_metrics,
                                 .run = rest_run,
                                 .cancel = rest_cancel,
                                 .checkpoints = rest_checkpoints,

@@ -75,6 +75,7 @@ typedef enum {
     R_SAVEPOINTS, R_SAVEPOINT_OP, R_STOP,
     R_JOB_METRICS, R_VERTEX, R_VERTEX_METRICS, R_VERTEX_BP, R_VERTEX_WM,
     R_STATE,
+    R_TM_METRICS, /* /taskmanagers/:tmid/metrics (the id in id) */
 } route_t;
 
 static bool job_route(route_t r) { return r == R_JOB || r >= R_CKPTS; }
@@ -132,6 +133,12 @@ static route_t route_of(const char *url, char *id, size_t idcap, char (*id2)[80]
     if (n == 1 && SEG(0, "overview")) return R_OVERVIEW;
     if (n == 1 && SEG(0, "jobs")) return R_JOBS;
     if (n == 1 && SEG(0, "taskmanagers")) return R_TASKMANAGERS;
+    if (n == 3 && SEG(0, "taskmanagers") && SEG(2, "metrics")) {
+        if (len[1] >= idcap) return R_NONE;
+        memcpy(id, seg[1], len[1]);
+        id[len[1]] = 0;
+        return R_TM_METRICS;
+    }
     if (n == 1 && SEG(0, "jars")) return R_JARS;
     if (n == 2 && SEG(0, "jobs") && SEG(1, "overview")) return R_JOBS_OVERVIEW;
     if (n == 2 && SEG(0, "jars") && SEG(1, "upload")) return R_JAR_UPLOAD;
@@ -649,6 +656,30 @@ static enum MHD_Result h_taskmanagers(sl_rest_t *r, struct MHD_Connection *c) {
     }
     free(tms);
     return send_json(c, MHD_HTTP_OK, json_pack("{s:o}", "taskmanagers", a), NULL);
+}
+
+/* Flink's TaskManager metric ids where a native process has the same
+ * thing (no JVM: no heap or GC figures). */
+static enum MHD_Result h_tm_metrics(sl_rest_t *r, struct MHD_Connection *c, const char *tm_id) {
+    if (!r->p.taskmanager_metrics) return send_errorf(c, 500, "TaskManager metrics are not supported");
+    sl_rest_tm_metrics_t m;
+    memset(&m, 0, sizeof m);
+    char err[512] = "";
+    int rc = r->p.taskmanager_metrics(r->p.ud, tm_id, &m, err, sizeof err);
+    if (rc) return send_provider_error(c, rc, err, "could not get the TaskManager's metrics");
+    json_t *map = json_object();
+    char v[64];
+#define PUT(name, fmt, x) (snprintf(v, sizeof v, fmt, x), json_object_set_new(map, name, json_string(v)))
+    PUT("Status.ProcessTree.Memory.RSS", "%lld", (long long)m.rss_bytes);
+    PUT("Status.ProcessTree.CPU.Time", "%lld", (long long)m.cpu_ms);
+    if (m.cpu_usage >= 0) PUT("Status.ProcessTree.CPU.Usage", "%.1f", m.cpu_usage);
+    PUT("Status.ProcessTree.Threads.Count", "%lld", (long long)m.threads);
+    PUT("Status.TaskSlots.Total", "%d", m.slots_total);
+    PUT("Status.TaskSlots.Available", "%d", m.slots_free);
+#undef PUT
+    json_t *o = sl_rest_metric_list(map, MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "get"));
+    json_decref(map);
+    return send_json(c, MHD_HTTP_OK, o, NULL);
 }
 
 static enum MHD_Result h_jars(sl_rest_t *r, struct MHD_Connection *c) {
@@ -1314,6 +1345,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *c, const
     case R_JOBS_OVERVIEW: return h_jobs(r, c, true);
     case R_JOB: return !strcmp(method, "PATCH") ? h_cancel(r, c, q->id) : h_job(r, c, q->id);
     case R_TASKMANAGERS: return h_taskmanagers(r, c);
+    case R_TM_METRICS: return h_tm_metrics(r, c, q->id);
     case R_JAR_UPLOAD: return upload_end(r, c, q);
     case R_JARS: return h_jars(r, c);
     case R_JAR_RUN: return h_jar_run(r, c, q);

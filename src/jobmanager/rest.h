@@ -153,6 +153,14 @@ typedef struct sl_rest_taskmanager {
     int64_t time_since_last_heartbeat; /* Flink reports the time of the last heartbeat, ms */
 } sl_rest_taskmanager_t;
 
+/* GET /taskmanagers/:tmid/metrics: a TaskManager process's figures (its
+ * latest heartbeat). */
+typedef struct sl_rest_tm_metrics {
+    int64_t rss_bytes, cpu_ms, threads;
+    double cpu_usage; /* percent of one core between its last two heartbeats; -1 unknown */
+    int slots_total, slots_free;
+} sl_rest_tm_metrics_t;
+
 typedef struct sl_rest_overview {
     int taskmanagers, slots_total, slots_available;
     int jobs_running, jobs_finished, jobs_cancelled, jobs_failed;
@@ -367,6 +375,8 @@ typedef struct sl_rest_provider {
      * connection suspended meanwhile), concurrently with other callbacks. */
     int (*state_query)(void *ud, const char *job_id, const char *uid, const char *state, const char *key,
                        const char *ns, int64_t timeout_ms, int *http, char **body, char *err, size_t errlen);
+    /* GET /taskmanagers/:tmid/metrics[?get=...]: SL_ENOTFOUND for an unknown id. */
+    int (*taskmanager_metrics)(void *ud, const char *tm_id, sl_rest_tm_metrics_t *out, char *err, size_t errlen);
 } sl_rest_provider_t;
 
 /* Starts the server: binds cfg's address and port, lists the artifact

@@ -430,6 +430,9 @@ static void epayload(enc_t *e, const sl_msg_t *m, pbmsg_t *p, Slctl__TaskRef *re
         p->heartbeat.sender = estr(e, h->sender, "sender");
         p->heartbeat.seq = h->seq;
         p->heartbeat.slots_total = h->slots_total;
+        p->heartbeat.rss_bytes = h->rss_bytes;
+        p->heartbeat.cpu_ns = h->cpu_ns;
+        p->heartbeat.threads = h->threads;
         p->heartbeat.slots_free = h->slots_free;
         break;
     }
@@ -863,6 +866,9 @@ static int dpayload(dec_t *d, const ProtobufCMessage *pbm, sl_msg_t *m) {
         o->seq = p->heartbeat.seq;
         o->slots_total = p->heartbeat.slots_total;
         o->slots_free = p->heartbeat.slots_free;
+        o->rss_bytes = p->heartbeat.rss_bytes;
+        o->cpu_ns = p->heartbeat.cpu_ns;
+        o->threads = p->heartbeat.threads;
         return 0;
     }
     case SL_MSG_DEPLOY: return ddeploy(d, &p->deploy, &m->u.deploy);
@@ -1226,6 +1232,9 @@ static int validate(dec_t *d, const sl_msg_t *m) {
         if ((rc = vnonempty(d, o->sender, "sender"))) return rc;
         if ((rc = vnonneg(d, o->seq, "seq"))) return rc;
         if ((rc = vnonneg(d, o->slots_total, "slots_total"))) return rc;
+        if ((rc = vnonneg(d, o->rss_bytes, "rss_bytes"))) return rc;
+        if ((rc = vnonneg(d, o->cpu_ns, "cpu_ns"))) return rc;
+        if ((rc = vnonneg(d, o->threads, "threads"))) return rc;
         if (o->slots_free < 0 || o->slots_free > o->slots_total)
             return dfail(d, "slots_free %d is outside 0..%d (slots_total)", o->slots_free, o->slots_total);
         return 0;

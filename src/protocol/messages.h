@@ -119,6 +119,10 @@ typedef struct sl_msg_heartbeat {
     char *sender;                /* tm id or "jobmanager" */
     int64_t seq;
     int32_t slots_total, slots_free; /* TaskManager's slot report */
+    /* a TaskManager's process figures (0 from the JobManager) */
+    int64_t rss_bytes;           /* resident set size */
+    int64_t cpu_ns;              /* CPU time used (user + system) since the process started */
+    int32_t threads;
 } sl_msg_heartbeat_t;
 
 /* Where another TaskManager's data port is, for the channels of a

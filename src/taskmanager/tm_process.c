@@ -10,6 +10,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "common/common.h"
@@ -174,6 +176,24 @@ static void connect_jm(sl_tm_process_t *p) {
     }
 }
 
+/* The process's own figures for the JobManager (/taskmanagers/:id/metrics):
+ * resident memory and threads from /proc/self, CPU time from getrusage. */
+static void process_figures(sl_msg_heartbeat_t *h) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        h->cpu_ns = ((int64_t)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL +
+                    ((int64_t)ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL;
+    FILE *f = fopen("/proc/self/statm", "r");
+    long long size = 0, rss = 0;
+    if (f && fscanf(f, "%lld %lld", &size, &rss) == 2 && rss > 0) h->rss_bytes = rss * (int64_t)sysconf(_SC_PAGESIZE);
+    if (f) fclose(f);
+    f = fopen("/proc/self/status", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "Threads:", 8)) h->threads = atoi(line + 8);
+    if (f) fclose(f);
+}
+
 static void on_tick(void *ctx) {
     sl_tm_process_t *p = ctx;
     int64_t now = now_ms();
@@ -197,6 +217,7 @@ static void on_tick(void *ctx) {
         m->u.heartbeat.seq = seq;
         m->u.heartbeat.slots_total = p->cfg.slots;
         m->u.heartbeat.slots_free = p->cfg.slots;
+        process_figures(&m->u.heartbeat);
         send_to_jm(p, m);
     }
     if (conn) sl_rpc_conn_release(conn);
