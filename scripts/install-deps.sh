@@ -12,3 +12,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+
+# The SQL compiler's Maven dependencies (Flink's planner) into ~/.m2, so that
+# scripts/build.sh builds sql/compiler offline afterwards.
+if command -v mvn >/dev/null 2>&1; then
+  (cd "$(dirname "$0")/../sql/compiler" && { mvn -q -o -B dependency:go-offline >/dev/null 2>&1 ||
+    mvn -q -B dependency:go-offline >/dev/null; })
+fi

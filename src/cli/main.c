@@ -26,6 +26,11 @@
 
 #define SLUICE_VERSION "0.1.0"
 
+/* sql_cmd.c: `sluice sql ...` and `sluice run PLAN.json` */
+int sl_sql_cli_main(int argc, char **argv);
+int sl_sql_cli_run_plan(int argc, char **argv);
+int sl_sql_cli_is_plan(const char *arg);
+
 static void usage(FILE *f) {
     fprintf(f,
             "usage: sluice [run [fraud]] [options]\n"
@@ -76,6 +81,10 @@ static void usage(FILE *f) {
             "  sluice savepoint -d PATH                                   dispose of a savepoint\n"
             "  sluice stop [-m host:port] [-p DIR] [-d] JOBID             stop with a savepoint (-d: drain)\n"
             "  sluice info [-c NAME] JOB [args...]                        the job's plan, not run\n"
+            "SQL (README, \"SQL\"):\n"
+            "  sluice sql --compile FILE.sql... -o PLAN.json [-D NAME=VALUE]  Flink's planner compiles the script\n"
+            "  sluice sql -f FILE.sql... [-p N]                           compile and run\n"
+            "  sluice run PLAN.json [-p N] [--collect FILE]               run a compiled plan (no JVM)\n"
             "state (README, \"Reading state\"):\n"
             "  sluice state read PATH --uid UID [--state NAME] [--bytes auto|utf8|hex|base64]\n"
             "                           an operator's keyed state in a checkpoint, as JSON lines\n"
@@ -195,6 +204,8 @@ int main(int argc, char **argv) {
     if (argc > 1 && !strcmp(argv[1], "stop")) return sl_cli_stop(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "info")) return sl_cli_info(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "state")) return sl_state_cli_main(argc - 2, argv + 2);
+    if (argc > 1 && !strcmp(argv[1], "sql")) return sl_sql_cli_main(argc - 2, argv + 2);
+    if (argc > 2 && !strcmp(argv[1], "run") && sl_sql_cli_is_plan(argv[2])) return sl_sql_cli_run_plan(argc - 2, argv + 2);
     if (argc > 1 && !strcmp(argv[1], "run") && sl_cli_run_is_remote(argc - 2, argv + 2))
         return sl_cli_run(argc - 2, argv + 2);
     fraud_opts_t o = fraud_defaults();

@@ -1,0 +1,125 @@
+/*
+ * sql_int.h — internals of the SQL executor (src/sql/): Flink's logical types
+ * as a compiled plan writes them, their flat layout in sluice rows, and the
+ * expression evaluator over Flink's RexNode trees.
+ *
+ * Layout: a node's output row (Flink's RowData) becomes one flat sluice row.
+ * Each column takes type->width flat fields: 1 for a scalar, the sum of its
+ * children's for a ROW (nested rows are flattened in order; a NULL ROW is a
+ * ROW whose fields are all NULL — ROW values are only passed through and
+ * accessed by field, never compared or sunk).  Storage of a scalar:
+ *   BOOLEAN -> SL_BOOLEAN; TINYINT/SMALLINT/INT -> SL_INT; BIGINT -> SL_BIGINT;
+ *   DOUBLE -> SL_DOUBLE; DECIMAL(p,s) -> SL_BYTES, 16 bytes: the unscaled
+ *   value as a little-endian two's complement 128-bit integer;
+ *   CHAR/VARCHAR -> SL_VARCHAR; BINARY/VARBINARY -> SL_BYTES;
+ *   TIMESTAMP(p <= 3) -> SL_TIMESTAMP (ms since the epoch, no zone).
+ */
+#ifndef SL_SQL_INT_H
+#define SL_SQL_INT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sluice/sluice.h"
+
+__extension__ typedef __int128 sql_i128;
+
+typedef enum sql_kind {
+    SK_BOOLEAN, SK_TINYINT, SK_SMALLINT, SK_INT, SK_BIGINT, SK_FLOAT, SK_DOUBLE, SK_DECIMAL,
+    SK_CHAR, SK_VARCHAR, SK_BINARY, SK_VARBINARY, SK_TIMESTAMP, SK_TIMESTAMP_LTZ, SK_DATE, SK_TIME,
+    SK_INTERVAL_DT, SK_INTERVAL_YM, SK_ROW, SK_NULL, SK_OTHER
+} sql_kind_t;
+
+typedef struct sql_type {
+    sql_kind_t kind;
+    bool nullable;
+    int precision; /* DECIMAL/TIMESTAMP/TIME precision, CHAR/VARCHAR/BINARY length */
+    int scale;     /* DECIMAL */
+    int nfields;   /* ROW */
+    char **names;
+    struct sql_type **fields;
+    int width;     /* flat sluice fields */
+    char *text;    /* as written in the plan (messages) */
+} sql_type_t;
+
+/* Parses a type as the plan writes it: a string ("DECIMAL(23, 3) NOT NULL",
+ * "ROW<`a` BIGINT, ...>") or an object ({"type": "TIMESTAMP_WITHOUT_TIME_ZONE",
+ * "precision": 3, ...}).  NULL and a message on error. */
+sql_type_t *sql_type_parse(const json_t *j, char *err, size_t errlen);
+sql_type_t *sql_type_parse_str(const char *s, char *err, size_t errlen);
+void sql_type_free(sql_type_t *t);
+/* 0 if the type can be stored in a sluice row (see the layout above), else
+ * SL_EINVAL with a message naming the type. */
+int sql_type_storable(const sql_type_t *t, char *err, size_t errlen);
+/* Adds the flat fields of t to schema s, named prefix, prefix.child, ... */
+void sql_type_add_fields(const sql_type_t *t, const char *prefix, sl_schema_t *s);
+bool sql_kind_integral(sql_kind_t k);  /* TINYINT..BIGINT */
+bool sql_kind_string(sql_kind_t k);    /* CHAR, VARCHAR */
+bool sql_kind_numeric(sql_kind_t k);   /* integral, FLOAT, DOUBLE, DECIMAL */
+
+/* ---- values and decimals ------------------------------------------------- */
+
+/* A scalar value; which member holds it follows the static type: BOOLEAN,
+ * integers, TIMESTAMP and INTERVAL in i (intervals in ms or months), DOUBLE
+ * in d, DECIMAL in dec (unscaled, at the type's scale), strings in s/len. */
+typedef struct sql_val {
+    bool null;
+    int64_t i;
+    double d;
+    sql_i128 dec;
+    const char *s;
+    uint32_t len;
+} sql_val_t;
+
+extern const sql_i128 sql_pow10[39];
+/* Unscaled v at scale from -> scale to, rounding HALF_UP; false on overflow. */
+bool sql_dec_rescale(sql_i128 v, int from, int to, sql_i128 *out);
+/* |v| < 10^precision */
+bool sql_dec_fits(sql_i128 v, int precision);
+/* Plain text with exactly `scale` fraction digits; returns the length. */
+int sql_dec_format(sql_i128 v, int scale, char *buf, size_t cap);
+/* Parses "[-]digits[.digits]" into unscaled at scale (HALF_UP); false if bad or too big. */
+bool sql_dec_parse(const char *s, size_t len, int scale, sql_i128 *out);
+
+/* ---- expressions ----------------------------------------------------------- */
+
+typedef struct sql_expr sql_expr_t;
+
+/* The input a compiled expression reads: a row of `nfields` columns of
+ * these types (flat offsets computed from their widths). */
+typedef struct sql_input {
+    int ncols;
+    sql_type_t **cols;
+} sql_input_t;
+
+/* Compiles a RexNode (JSON) against the input columns; where (e.g. "node 4
+ * (Calc(...))") prefixes messages.  NULL and a message naming the function,
+ * type or field that is not supported or malformed. */
+sql_expr_t *sql_expr_compile(const json_t *rex, const sql_input_t *in, const char *where, char *err,
+                             size_t errlen);
+void sql_expr_free(sql_expr_t *e);
+const sql_type_t *sql_expr_type(const sql_expr_t *e);
+/* The flat field range a pass-through of a ROW (INPUT_REF or FIELD_ACCESS
+ * of one) covers; false if e is not such a reference. */
+bool sql_expr_flat_ref(const sql_expr_t *e, int *first, int *width);
+
+/* Per-thread scratch of evaluation: string results live here until reset. */
+typedef struct sql_scratch {
+    struct sql_chunk *chunks;
+    char err[256];
+} sql_scratch_t;
+void sql_scratch_reset(sql_scratch_t *sc);
+void sql_scratch_free(sql_scratch_t *sc);
+
+/* Evaluates e over row (whose schema is the input's flat schema).  0, or
+ * SL_EINVAL with a message in sc->err (division by zero, a bad CAST). */
+int sql_eval(const sql_expr_t *e, const sl_row_t *row, sql_scratch_t *sc, sql_val_t *out);
+/* Writes v (of type t) into flat field i of w. */
+void sql_val_write(const sql_type_t *t, const sql_val_t *v, sl_row_writer_t *w, int i);
+/* Reads flat field i of row as a value of type t. */
+void sql_val_read(const sql_type_t *t, const sl_row_t *row, int i, sql_val_t *v);
+/* Canonical text of a value (RowFormat.java's): \N, TRUE/FALSE, decimal, ... */
+int sql_val_format(const sql_type_t *t, const sql_val_t *v, char *buf, size_t cap);
+
+#endif
