@@ -17,7 +17,10 @@
  *     state; a typed state with a TTL is refused in open.
  * The job's source and run helpers: savepoint_util.h.
  */
+#include <jansson.h>
+
 #include "checkpoint/state_schemas.h"
+#include "sluice/state_query.h"
 #pragma GCC diagnostic ignored "-Wunused-function" /* savepoint_util.h's window job is not used here */
 #include "savepoint_util.h"
 #include "test.h"
@@ -335,6 +338,7 @@ static sl_env_t *build_prof(int version, int p, int backend, const char *restore
 }
 
 static char SP[4300];
+static bool QUERIED; /* the running version 1 answered a query by key with its row's fields */
 
 /* Version 1 up to gate G, stopped with a savepoint (SP). */
 static int v1_savepoint(int64_t G) {
@@ -343,6 +347,32 @@ static int v1_savepoint(int64_t G) {
     run_t r;
     start(&r, env, G);
     int rc = wait_emitted(G) ? 0 : -1;
+    /* the running job's key 3: its profile as a row of its fields */
+    char *json = NULL;
+    int http = 0;
+    int64_t n3 = 0, s3 = 0;
+    for (int64_t v = 0; v < G; v++)
+        if (v % KEYS == 3) n3++, s3 += v;
+    for (int tries = 0; rc == 0 && tries < 200; tries++) { /* until the records before the gate are processed */
+        free(json);
+        json = NULL;
+        if (sl_env_query_state(env, "profiles", "profile", "3", NULL, 5000, &json, &http) == 0 && json) {
+            json_t *j = json_loads(json, 0, NULL);
+            json_t *val = json_object_get(json_array_get(json_object_get(j, "entries"), 0), "value");
+            bool done = json_integer_value(json_object_get(val, "n")) == n3 &&
+                        json_integer_value(json_object_get(val, "total")) == s3 &&
+                        json_is_string(json_object_get(val, "tag"));
+            json_decref(j);
+            if (done) {
+                QUERIED = true;
+                break;
+            }
+        }
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (!QUERIED) fprintf(stderr, "  query answer: %s\n", json ? json : "(none)");
+    free(json);
     char dir[700];
     snprintf(dir, sizeof dir, "%s/sp-typed", sl_test_tmpdir());
     if (rc == 0) rc = sl_env_stop_with_savepoint(env, dir, false, SP, sizeof SP);
@@ -358,7 +388,9 @@ static int v1_savepoint(int64_t G) {
 
 TEST(upgrade_migrates_typed_state) {
     const int64_t G = 2100;
+    QUERIED = false;
     CHECK_EQ(v1_savepoint(G), 0);
+    CHECK(QUERIED);
     txn_collected_t *t = txn_collected_new();
     sl_env_t *env = build_prof(V2, 3, SL_STATE_BACKEND_ROCKSDB, SP, t);
     atomic_store(&GS.gate, N);
@@ -399,6 +431,48 @@ TEST(upgrade_migrates_typed_state) {
     CHECK_EQ(restored_note, KEYS);
     free(seen_n);
     txn_collected_free(t);
+}
+
+/* `sluice state read` prints a typed state's values as objects of its
+ * fields: each key's profile and its list of values, against the
+ * reference of the values below the gate. */
+TEST(state_read_prints_typed_rows) {
+    const int64_t G = 1400;
+    CHECK_EQ(v1_savepoint(G), 0);
+    int64_t cnt[KEYS] = {0}, sum[KEYS] = {0};
+    for (int64_t v = 0; v < G; v++) cnt[v % KEYS]++, sum[v % KEYS] += v;
+    bool matched[KEYS] = {false};
+    char cmd[9000], line[1 << 16];
+    snprintf(cmd, sizeof cmd, "'%s' state read '%s' --uid profiles", SLUICE_BIN, SP);
+    FILE *f = popen(cmd, "r");
+    int profiles = 0, lists = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        json_error_t je;
+        json_t *j = json_loads(line, 0, &je);
+        CHECK(j != NULL);
+        const char *st = json_string_value(json_object_get(j, "state"));
+        json_t *val = json_object_get(j, "value");
+        if (st && !strcmp(st, "profile")) {
+            profiles++;
+            CHECK(json_is_object(val));
+            int64_t n = json_integer_value(json_object_get(val, "n")), tot = json_integer_value(json_object_get(val, "total"));
+            CHECK_STR(json_string_value(json_object_get(val, "tag")), "v1");
+            int k = -1;
+            for (int q = 0; q < KEYS; q++)
+                if (!matched[q] && cnt[q] == n && sum[q] == tot) k = q;
+            CHECK(k >= 0);
+            if (k >= 0) matched[k] = true;
+        } else if (st && !strcmp(st, "seen")) {
+            lists++;
+            CHECK(json_is_array(val) && json_array_size(val) > 0);
+            json_t *e0 = json_array_get(val, 0);
+            CHECK(json_is_object(e0) && json_is_integer(json_object_get(e0, "v")) && json_is_null(json_object_get(e0, "w")));
+        }
+        json_decref(j);
+    }
+    CHECK(f && pclose(f) == 0);
+    CHECK_EQ(profiles, KEYS);
+    CHECK_EQ(lists, KEYS);
 }
 
 /* An incompatible change: refused before the job starts, with names. */
@@ -462,6 +536,7 @@ int main(void) {
     RUN(row_migration_matches_the_rules);
     RUN(upgrade_migrates_typed_state);
     RUN(incompatible_changes_refused_before_start);
+    RUN(state_read_prints_typed_rows);
     RUN(bad_value_and_ttl_fail_the_task);
     RUN(declaration_errors);
     sl_schema_unref(PROFILE);

@@ -231,6 +231,10 @@ struct sl_state_entries {
     size_t n, cap;
     int kg, cur_state; /* cur_state -1: skipped (--state) */
     entry_t *cur;
+    /* typed states (sl_state_entries_set_schema): their values print as rows */
+    char **typed;
+    sl_schema_t **schemas;
+    int ntyped;
 };
 typedef struct sl_state_entries collector_t;
 
@@ -320,6 +324,12 @@ void sl_state_entries_free(sl_state_entries_t *col) {
         sl_free(e->ns);
     }
     sl_free(col->v);
+    for (int i = 0; i < col->ntyped; i++) {
+        sl_free(col->typed[i]);
+        sl_schema_unref(col->schemas[i]);
+    }
+    sl_free(col->typed);
+    sl_free(col->schemas);
     for (int i = 0; i < col->nnames; i++) sl_free(col->names[i]);
     sl_free(col->names);
     sl_free(col->kinds);
@@ -400,19 +410,72 @@ static json_t *encode(sl_state_bytes_t m, const uint8_t *p, uint32_t n) {
 typedef struct printer {
     sl_state_bytes_t mode;
     const char *what; /* what failed to encode, for the message */
+    const sl_schema_t *schema; /* the state's rows (typed state), or NULL */
 } printer_t;
+
+/* A value of a typed state as an object of its fields (SQL NULL as null);
+ * bytes that are not a row of the schema print as bytes. */
+static json_t *encode_value(const printer_t *pr, const uint8_t *p, uint32_t n) {
+    if (!pr->schema) return encode(pr->mode, p, n);
+    sl_row_t r = {p, n, pr->schema};
+    if (!p || sl_row_validate(&r) != 0) return encode(pr->mode, p, n);
+    json_t *o = json_object();
+    for (int i = 0; i < sl_schema_field_count(pr->schema); i++) {
+        json_t *v = NULL;
+        uint32_t l = 0;
+        if (sl_row_is_null(&r, i)) {
+            v = json_null();
+        } else {
+            switch (sl_schema_field_type(pr->schema, i)) {
+            case SL_BIGINT:
+            case SL_TIMESTAMP: v = json_integer((json_int_t)sl_row_i64(&r, i)); break;
+            case SL_INT: v = json_integer(sl_row_i32(&r, i)); break;
+            case SL_DOUBLE: v = json_real(sl_row_f64(&r, i)); break;
+            case SL_BOOLEAN: v = json_boolean(sl_row_bool(&r, i)); break;
+            case SL_VARCHAR:
+            case SL_BYTES: {
+                const uint8_t *b = sl_row_bytes(&r, i, &l);
+                v = sl_schema_field_type(pr->schema, i) == SL_VARCHAR && pr->mode == SL_STATE_BYTES_AUTO
+                        ? json_stringn((const char *)b, l)
+                        : NULL;
+                if (!v) v = encode(pr->mode, b, l);
+                break;
+            }
+            }
+        }
+        if (!v) {
+            json_decref(o);
+            return NULL;
+        }
+        json_object_set_new(o, sl_schema_field_name(pr->schema, i), v);
+    }
+    return o;
+}
+
+void sl_state_entries_set_schema(sl_state_entries_t *col, const char *state, sl_schema_t *schema) {
+    col->typed = sl_realloc(col->typed, (size_t)(col->ntyped + 1) * sizeof *col->typed);
+    col->schemas = sl_realloc(col->schemas, (size_t)(col->ntyped + 1) * sizeof *col->schemas);
+    col->typed[col->ntyped] = sl_strdup(state);
+    col->schemas[col->ntyped++] = sl_schema_ref(schema);
+}
+
+static const sl_schema_t *schema_of(const sl_state_entries_t *col, const char *state) {
+    for (int i = 0; i < col->ntyped; i++)
+        if (!strcmp(col->typed[i], state)) return col->schemas[i];
+    return NULL;
+}
 
 /* The "value" of an entry, or NULL with pr->what set (utf8 mode). */
 static json_t *entry_value(printer_t *pr, int kind, entry_t *e) {
     if (kind == SL_STATE_VALUE) {
-        json_t *v = e->n == 1 ? encode(pr->mode, e->items[0].v, e->items[0].vlen) : NULL;
+        json_t *v = e->n == 1 ? encode_value(pr, e->items[0].v, e->items[0].vlen) : NULL;
         if (!v) pr->what = "value";
         return v;
     }
     if (kind == SL_STATE_LIST) {
         json_t *a = json_array();
         for (uint32_t i = 0; i < e->n; i++) {
-            json_t *v = encode(pr->mode, e->items[i].v, e->items[i].vlen);
+            json_t *v = encode_value(pr, e->items[i].v, e->items[i].vlen);
             if (!v) {
                 pr->what = "list element";
                 json_decref(a);
@@ -427,7 +490,7 @@ static json_t *entry_value(printer_t *pr, int kind, entry_t *e) {
     bool as_object = true;
     for (uint32_t i = 0; i < e->n; i++) {
         json_t *k = encode(pr->mode, e->items[i].uk, e->items[i].uklen);
-        json_t *v = encode(pr->mode, e->items[i].v, e->items[i].vlen);
+        json_t *v = encode_value(pr, e->items[i].v, e->items[i].vlen);
         if (!k || !v) {
             pr->what = !k ? "map user key" : "map value";
             json_decref(k);
@@ -451,9 +514,9 @@ static json_t *entry_value(printer_t *pr, int kind, entry_t *e) {
 json_t *sl_state_entries_json(sl_state_entries_t *col, size_t i, sl_state_bytes_t mode, char *err,
                               size_t errlen) {
     entry_t *e = &col->v[i];
-    printer_t pr = {mode, NULL};
     int kind = col->kinds[e->state];
     const char *name = col->names[e->state];
+    printer_t pr = {mode, NULL, schema_of(col, name)};
     json_t *key = encode(mode, e->key, e->klen);
     json_t *ns = key ? encode(mode, e->ns, e->nslen) : NULL;
     json_t *val = ns ? entry_value(&pr, kind, e) : NULL;

@@ -110,6 +110,11 @@ void sl_state_entries_sort(sl_state_entries_t *e);
  * err saying which bytes are not UTF-8 (SL_STATE_BYTES_UTF8 only). */
 struct json_t *sl_state_entries_json(sl_state_entries_t *e, size_t i, sl_state_bytes_t mode, char *err,
                                      size_t errlen);
+/* State `state` is typed (sl_keyed_state_schema): its values, list
+ * elements and map values print as objects of the schema's fields (SQL
+ * NULL as null; bytes that are not such a row print as bytes).  Takes a
+ * reference. */
+void sl_state_entries_set_schema(sl_state_entries_t *e, const char *state, sl_schema_t *schema);
 void sl_state_entries_free(sl_state_entries_t *e);
 
 #endif

@@ -124,6 +124,17 @@ int sl_state_migrations_new(const sl_ckpt_operator_t *mo, const char *uid, int n
     return 0;
 }
 
+int sl_state_schema_recorded(const sl_ckpt_operator_t *mo, const char *name, sl_schema_t **out) {
+    *out = NULL;
+    const sl_ckpt_blob_t *b = NULL;
+    for (int s = 0; mo && s < mo->parallelism && !b; s++)
+        b = sl_ckpt_find_blob(mo->subtasks[s].blobs, mo->subtasks[s].nblobs, SL_STATE_SCHEMAS_BLOB);
+    char ddl[4096];
+    int f = recorded(b, name, ddl, sizeof ddl);
+    if (f <= 0) return f;
+    return (*out = sl_schema_parse(ddl, NULL, 0)) ? 1 : SL_EFORMAT;
+}
+
 static const struct sl_row_migration *lookup(void *c, const char *name, uint32_t namelen, sl_state_kind_t kind) {
     (void)kind;
     const sl_state_migrations_t *m = c;

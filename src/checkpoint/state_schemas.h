@@ -40,6 +40,10 @@ int sl_state_migrations_new(const sl_ckpt_operator_t *mo, const char *uid, int n
                             sl_schema_t *const *schemas, sl_state_migrations_t **out, bool *changed, char *err,
                             size_t errlen);
 void sl_state_migrations_free(sl_state_migrations_t *m);
+/* The schema operator mo recorded for state `name`: 1 with *out (a new
+ * reference), 0 when it recorded none, SL_EFORMAT when the blob or the
+ * DDL is damaged. */
+int sl_state_schema_recorded(const sl_ckpt_operator_t *mo, const char *name, sl_schema_t **out);
 /* Rewrites one canonical keyed-state block (state_backend.h) into out. */
 int sl_state_migrations_apply(const sl_state_migrations_t *m, const uint8_t *block, size_t len, int max_parallelism,
                               int kg, sl_buf_t *out, char *err, size_t errlen);

@@ -42,6 +42,7 @@
 
 #include "checkpoint/metadata.h"
 #include "checkpoint/state_reader.h"
+#include "checkpoint/state_schemas.h"
 #include "common/common.h"
 #include "state/rocksdb_backend.h"
 #include "state/state_backend.h"
@@ -167,6 +168,12 @@ static int state_read(const char *path, const char *uid, const char *only, sl_st
     rc = collect(dir, mo, col, err, sizeof err);
     int code = SL_STATE_READ_OK;
     int nnames = sl_state_entries_nstates(col);
+    for (int i = 0; rc == 0 && i < nnames; i++) { /* typed states print their rows' fields */
+        sl_schema_t *sch = NULL;
+        if (sl_state_schema_recorded(mo, sl_state_entries_state(col, i), &sch) == 1)
+            sl_state_entries_set_schema(col, sl_state_entries_state(col, i), sch);
+        sl_schema_unref(sch);
+    }
     if (rc < 0) {
         fprintf(stderr, PROG ": %s: not a readable checkpoint: %s\n", path, err[0] ? err : sl_strerror(rc));
         code = SL_STATE_READ_BAD_CHECKPOINT;

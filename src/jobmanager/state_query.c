@@ -340,6 +340,11 @@ void sl_sq_query(sl_job_master_t *jm, const sl_sq_request_t *rq, sl_sq_answer_t 
         return;
     }
     sl_state_entries_t *col = sl_state_entries_new(state);
+    for (int q = 0; q < pn->nstate_schemas; q++) { /* typed states answer their rows' fields */
+        sl_schema_t *sch = sl_schema_parse(pn->state_schemas[q].schema, NULL, 0);
+        if (sch) sl_state_entries_set_schema(col, pn->state_schemas[q].name, sch);
+        sl_schema_unref(sch);
+    }
     int rc = sl_state_entries_add_block(col, maxp, rq->uid, r->key_group, r->block.p, r->block.len, err, sizeof err);
     if (rc == 0 && r->key_group != kg)
         rc = sl_errf(err, sizeof err, SL_EFORMAT, "the answer is for key group %d, the key's is %d", r->key_group, kg);
