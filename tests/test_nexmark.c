@@ -688,16 +688,23 @@ static int to_ints(void *ctx, const sl_record_t *in, sl_row_writer_t *out) {
 
 static sl_env_t *CANCEL_ENV;
 static char CANCEL_CK[1200];
+static char CANCEL_OUT[1200]; /* the run's output directory (cancel_after waits for committed rows) */
 
-/* Cancels after 0.8 s, and not before a checkpoint completed (a loaded
- * machine may need longer for the first one): the restore needs one. */
+/* Cancels after 0.8 s, and not before a checkpoint completed that
+ * committed rows (a loaded machine may need longer): the restore needs
+ * one, and committed output to continue. */
 static void *cancel_after(void *arg) {
     (void)arg;
     struct timespec ts = {0, 800 * 1000000L};
     nanosleep(&ts, NULL);
     for (int i = 0; i < 600; i++) {
-        char cmd[1400];
-        snprintf(cmd, sizeof cmd, "ls '%s'/chk-*/_metadata >/dev/null 2>&1", CANCEL_CK);
+        char cmd[3000];
+        /* a completed checkpoint that committed rows: the restore then has
+         * committed output to continue from (on a loaded machine 0.8 s may
+         * not be enough for a query whose rows come late, such as q4) */
+        snprintf(cmd, sizeof cmd,
+                 "ls '%s'/chk-*/_metadata >/dev/null 2>&1 && find '%s' -name 'part-*' -size +0 2>/dev/null | grep -q .",
+                 CANCEL_CK, CANCEL_OUT);
         if (system(cmd) == 0) break;
         struct timespec w = {0, 50 * 1000000L};
         nanosleep(&w, NULL);
@@ -739,6 +746,7 @@ static int run_checkpointed(const char *q, const char *ck, const char *out_dir, 
     pthread_t th;
     CANCEL_ENV = env;
     snprintf(CANCEL_CK, sizeof CANCEL_CK, "%s/%s", ck, q);
+    snprintf(CANCEL_OUT, sizeof CANCEL_OUT, "%s", out_dir);
     if (!restore) pthread_create(&th, NULL, cancel_after, NULL);
     int rc = sl_env_execute(env, q);
     if (!restore) pthread_join(th, NULL);

@@ -201,7 +201,7 @@ static int fn_init_state(void *c, sl_rt_t *rt) {
         pthread_mutex_lock(&cap_mu);
         restored_calls[f->subtask]++;
         restored_items[f->subtask] = malloc((size_t)(f->n ? f->n : 1) * sizeof(int64_t));
-        memcpy(restored_items[f->subtask], f->items, (size_t)f->n * sizeof(int64_t));
+        if (f->n) memcpy(restored_items[f->subtask], f->items, (size_t)f->n * sizeof(int64_t));
         nrestored[f->subtask] = f->n;
         pthread_mutex_unlock(&cap_mu);
     }
