@@ -38,47 +38,16 @@ die() { echo "s3proxy.sh: $*" >&2; exit 1; }
 
 s3proxy_version() { sed -n 's:.*<s3proxy.version>\(.*\)</s3proxy.version>.*:\1:p' "$pom"; }
 
-# Resolves S3Proxy's class path with Maven (cached per version).
+# shared with the other service scripts: maven_classpath, java_bin,
+# free_port, running_pid
+. "$here/java-service.sh"
+
+# Resolves the server's class path with Maven (cached per version).
 classpath() {
-    local ver cache
+    local ver
     ver=$(s3proxy_version)
     [ -n "$ver" ] || die "no <s3proxy.version> in $pom"
-    cache=${XDG_CACHE_HOME:-$HOME/.cache}/sluice/s3proxy-$ver.classpath
-    if [ -s "$cache" ]; then
-        local ok=1 jar
-        IFS=: read -r -a jars < "$cache"
-        for jar in "${jars[@]}"; do [ -f "$jar" ] || { ok=0; break; }; done
-        if [ $ok = 1 ]; then cat "$cache"; return; fi
-    fi
-    command -v mvn >/dev/null || die "mvn not found (scripts/install-deps.sh installs maven)"
-    mkdir -p "$(dirname "$cache")"
-    local log
-    log=$(mktemp)
-    if ! mvn -B -q -f "$pom" dependency:build-classpath -Dmdep.outputFile="$cache.tmp" >"$log" 2>&1; then
-        cat "$log" >&2
-        rm -f "$log"
-        die "cannot fetch S3Proxy $ver from Maven Central (see above)"
-    fi
-    rm -f "$log"
-    mv "$cache.tmp" "$cache"
-    cat "$cache"
-}
-
-java_bin() {
-    command -v java >/dev/null || die "java not found (scripts/install-deps.sh installs default-jdk-headless)"
-    echo java
-}
-
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
-running_pid() {
-    [ -f "$dir/pid" ] || return 1
-    local pid
-    pid=$(cat "$dir/pid")
-    [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
-    echo "$pid"
+    maven_classpath s3proxy "$ver" S3Proxy
 }
 
 stop_server() {
