@@ -342,7 +342,8 @@ static int cmp_ref(const tx_t *a, const rv_t *x, const tx_t *b, const rv_t *y) {
         return (c > 0) - (c < 0);
     }
     int sa = a->t == T_DEC ? a->s : 0, sb = b->t == T_DEC ? b->s : 0, s = sa > sb ? sa : sb;
-    int64_t u = x->i * p10(s - sa), v = y->i * p10(s - sb);
+    /* BIGINT against DECIMAL(p, 12) needs more than 64 bits at the common scale. */
+    __int128 u = (__int128)x->i * p10(s - sa), v = (__int128)y->i * p10(s - sb);
     return (u > v) - (u < v);
 }
 
