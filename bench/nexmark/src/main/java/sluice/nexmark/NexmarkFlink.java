@@ -27,7 +27,7 @@ import java.time.Duration;
  * whole JVM's (all threads: tasks, JIT, GC) over the same span.
  */
 public final class NexmarkFlink {
-    static long count(String s) {
+    public static long count(String s) {
         double m = 1;
         char c = s.charAt(s.length() - 1);
         if (c == 'K' || c == 'k') m = 1e3;
@@ -37,8 +37,17 @@ public final class NexmarkFlink {
         return (long) (Double.parseDouble(s) * m);
     }
 
+    /** " eps_2h=... eps_per_core_2h=...": throughput over the second half of the events (from when every
+     * split had emitted half of its own to the end of the job), past the JIT's warm-up; "" if unknown. */
+    public static String secondHalf(long events, long wallEnd, long cpuEnd) {
+        long hw = NexmarkSource.HALF_EMIT_NS.get(), hc = NexmarkSource.HALF_CPU_NS.get();
+        if (hw == 0 || wallEnd <= hw || cpuEnd <= hc) return "";
+        double half = events / 2.0;
+        return String.format(" eps_2h=%.0f eps_per_core_2h=%.0f", half / ((wallEnd - hw) / 1e9), half / ((cpuEnd - hc) / 1e9));
+    }
+
     /** The number of the last completed checkpoint: the highest chk-N under dir (0: none). */
-    static long lastCheckpoint(String dir) throws java.io.IOException {
+    public static long lastCheckpoint(String dir) throws java.io.IOException {
         if (dir == null || !java.nio.file.Files.isDirectory(java.nio.file.Paths.get(dir))) return 0;
         try (java.util.stream.Stream<java.nio.file.Path> s = java.nio.file.Files.walk(java.nio.file.Paths.get(dir), 3)) {
             return s.map(x -> x.getFileName().toString()).filter(n -> n.matches("chk-[0-9]+"))
@@ -155,6 +164,7 @@ public final class NexmarkFlink {
                         + "eps=%.0f eps_per_core=%.0f max_rss_mb=%.0f out=%d checksum=%016x job_wall_s=%.3f job_cpu_s=%.3f",
                 query, backend, ckMs, p, events, wall, cpu, events / wall, events / cpu, Stats.peakRssMb(), Stats.count,
                 Stats.checksum, wallTotal, cpuTotal));
+        sb.append(secondHalf(events, w1, c1));
         sb.append(String.format(" checkpoints=%d", lastCheckpoint(ckDir)));
         if (latency)
             sb.append(String.format(" rate=%.0f latency_samples=%d p50_us=%.1f p99_us=%.1f max_us=%.1f", rate,

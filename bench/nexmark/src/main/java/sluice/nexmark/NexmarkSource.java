@@ -40,6 +40,10 @@ public class NexmarkSource implements Source<Event, NexmarkSource.Split, Collect
     public static final AtomicLong FIRST_EMIT_NS = new AtomicLong();
     /** Process CPU time (ns) when the first event was generated. */
     public static final AtomicLong FIRST_CPU_NS = new AtomicLong();
+    /** When every split of the JVM had emitted half of its events (wall ns, process CPU ns): the
+     * origin of the "second half" throughput, which leaves the JIT's warm-up out. */
+    public static final AtomicLong HALF_EMIT_NS = new AtomicLong(), HALF_CPU_NS = new AtomicLong();
+    static final java.util.concurrent.atomic.AtomicInteger HALF_SPLITS = new java.util.concurrent.atomic.AtomicInteger();
 
     final NexmarkGenerator.Config cfg;
     final long events;
@@ -150,6 +154,10 @@ public class NexmarkSource implements Source<Event, NexmarkSource.Split, Collect
             }
             Event e = new Event();
             gen.event(n, e);
+            if (next == end / 2 && HALF_SPLITS.incrementAndGet() == total) {
+                HALF_EMIT_NS.set(System.nanoTime());
+                HALF_CPU_NS.set(Stats.processCpuNs());
+            }
             next++;
             if (stamp) e.emitNs = System.nanoTime();
             return e;
