@@ -17,20 +17,28 @@ nx_query_opts_t nx_query_defaults(void) {
     return o;
 }
 
+#define F(x) SL_NXF_BIT(SL_NXF_##x)
+#define BID_ALL (F(BID_AUCTION) | F(BID_BIDDER) | F(BID_PRICE) | F(BID_CHANNEL) | F(BID_URL))
 const nx_query_t nx_queries[] = {
-    {"q0", "pass-through", nx_q0, "", true},
-    {"q1", "currency conversion", nx_q1, "", true},
-    {"q2", "selection", nx_q2, "", true},
-    {"q3", "local item suggestion (incremental join)", nx_q3, "", true},
-    {"q4", "average price per category (join + aggregation)", nx_q4, "avg", false},
-    {"q5", "hot items (sliding window)", nx_q5, "", false},
-    {"q7", "highest bid (tumbling window)", nx_q7, "", false},
-    {"q8", "monitor new users (window join)", nx_q8, "", false},
-    {"q11", "user sessions (session window)", nx_q11, "", false},
-    {"ij", "bids within 1 s of their auction (interval join)", nx_ij, "", false},
-    {"cep", "cheap then dear bid per bidder within 1 s (CEP)", nx_cep, "", false},
-    {NULL, NULL, NULL, NULL, false},
+    {"q0", "pass-through", nx_q0, "", true, BID_ALL},
+    {"q1", "currency conversion", nx_q1, "", true, BID_ALL},
+    {"q2", "selection", nx_q2, "", true, F(BID_AUCTION) | F(BID_PRICE)},
+    {"q3", "local item suggestion (incremental join)", nx_q3, "", true,
+     F(AUCTION_ID) | F(AUCTION_SELLER) | F(AUCTION_CATEGORY) | F(PERSON_ID) | F(PERSON_NAME) | F(PERSON_CITY) |
+         F(PERSON_STATE)},
+    {"q4", "average price per category (join + aggregation)", nx_q4, "avg", false,
+     F(AUCTION_ID) | F(AUCTION_CATEGORY) | F(AUCTION_EXPIRES) | F(BID_AUCTION) | F(BID_PRICE)},
+    {"q5", "hot items (sliding window)", nx_q5, "", false, F(BID_AUCTION)},
+    {"q7", "highest bid (tumbling window)", nx_q7, "", false, F(BID_AUCTION) | F(BID_BIDDER) | F(BID_PRICE)},
+    {"q8", "monitor new users (window join)", nx_q8, "", false, F(PERSON_ID) | F(PERSON_NAME) | F(AUCTION_SELLER)},
+    {"q11", "user sessions (session window)", nx_q11, "", false, F(BID_BIDDER)},
+    {"ij", "bids within 1 s of their auction (interval join)", nx_ij, "", false,
+     F(AUCTION_ID) | F(AUCTION_SELLER) | F(BID_AUCTION) | F(BID_BIDDER) | F(BID_PRICE)},
+    {"cep", "cheap then dear bid per bidder within 1 s (CEP)", nx_cep, "", false, F(BID_BIDDER) | F(BID_PRICE)},
+    {NULL, NULL, NULL, NULL, false, 0},
 };
+#undef F
+#undef BID_ALL
 
 const nx_query_t *nx_query_find(const char *name) {
     for (const nx_query_t *q = nx_queries; q->name; q++)

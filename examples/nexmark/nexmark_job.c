@@ -36,6 +36,7 @@ static int build(sl_env_t *env, int argc, char **argv) {
     if (ck > 0) sl_env_enable_checkpointing(env, ck, SL_CHECKPOINT_EXACTLY_ONCE);
     sl_nexmark_opts_t gen = sl_nexmark_defaults();
     gen.events = atoll(argv[2]);
+    gen.fields = q->fields;
     sl_stream_t *events =
         sl_uid(sl_from_source(env, sl_nexmark_source(gen), sl_wm_bounded("date_time", 4000), "nexmark"), "nexmark-source");
     nx_query_opts_t qo = nx_query_defaults();

@@ -180,6 +180,7 @@ static void usage(FILE *f) {
             "  --event-rate E           events per second of event time (default 1M; Nexmark's own is 10M)\n"
             "  --time-scale X           latency runs: event time runs X times faster than the schedule (100)\n"
             "  --wm-bound MS            watermark out-of-orderness bound (default 4000, Nexmark's)\n"
+            "  --no-projection          the source produces every field, not only those the query reads\n"
             "  --seed S                 generator seed (default 42)\n"
             "  --max-parallelism N      number of key groups\n");
 }
@@ -204,7 +205,7 @@ int main(int argc, char **argv) {
     int64_t events = 10000000, ck_ms = 0, gen_checksum = -1, wm_bound = 4000, maxp = 0;
     double rate = 0, duration = 10, event_rate = 1e6, time_scale = 100;
     int p = 1;
-    bool latency = false;
+    bool latency = false, projection = true;
     uint64_t seed = 42;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -225,6 +226,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--backend")) { NEED_ARG; backend = v; }
         else if (!strcmp(a, "--rate")) { NEED_ARG; rate = (double)parse_count(v, a); }
         else if (!strcmp(a, "--latency")) latency = true;
+        else if (!strcmp(a, "--no-projection")) projection = false;
         else if (!strcmp(a, "--duration")) { NEED_ARG; duration = strtod(v, NULL); }
         else if (!strcmp(a, "--event-rate")) { NEED_ARG; event_rate = (double)parse_count(v, a); }
         else if (!strcmp(a, "--time-scale")) { NEED_ARG; time_scale = strtod(v, NULL); }
@@ -325,6 +327,7 @@ int main(int argc, char **argv) {
     if (ck_ms > 0) sl_env_enable_checkpointing(env, ck_ms, SL_CHECKPOINT_EXACTLY_ONCE);
     if (ck_dir) sl_env_set_checkpoint_dir(env, ck_dir);
 
+    if (projection) gen.fields = q->fields;
     sl_stream_t *events_s =
         sl_uid(sl_from_source(env, sl_nexmark_source(gen), sl_wm_bounded("date_time", wm_bound), "nexmark"),
                "nexmark-source");

@@ -52,14 +52,26 @@
 #define NX_TABLE_HOT_URL 0
 #define NX_TABLE_CHANNEL_URL 16
 
-static const char *const first_names[] = {"Peter", "Paul", "Luke", "John", "Saul", "Vicky",
-                                          "Kate", "Julie", "Sarah", "Deiter", "Walter"};
-static const char *const last_names[] = {"Shultz", "Abrams", "Spencer", "White", "Bartels",
-                                         "Walton", "Smith", "Jones", "Noris"};
-static const char *const us_cities[] = {"Phoenix", "Los Angeles", "San Francisco", "Boise", "Portland",
-                                        "Bend", "Redmond", "Seattle", "Kent", "Cheyenne"};
-static const char *const us_states[] = {"AZ", "CA", "ID", "OR", "WA", "WY"};
-static const char *const hot_channels[] = {"Google", "Facebook", "Baidu", "Apple"};
+/* The fixed texts, with their lengths (no strlen per event). */
+#define NX_T(s) {s, sizeof s - 1}
+static const sl_nexmark_text_t first_names[] = {
+    NX_T("Peter"), NX_T("Paul"), NX_T("Luke"), NX_T("John"), NX_T("Saul"), NX_T("Vicky"),
+    NX_T("Kate"), NX_T("Julie"), NX_T("Sarah"), NX_T("Deiter"), NX_T("Walter")
+};
+static const sl_nexmark_text_t last_names[] = {
+    NX_T("Shultz"), NX_T("Abrams"), NX_T("Spencer"), NX_T("White"), NX_T("Bartels"),
+    NX_T("Walton"), NX_T("Smith"), NX_T("Jones"), NX_T("Noris")
+};
+static const sl_nexmark_text_t us_cities[] = {
+    NX_T("Phoenix"), NX_T("Los Angeles"), NX_T("San Francisco"), NX_T("Boise"), NX_T("Portland"),
+    NX_T("Bend"), NX_T("Redmond"), NX_T("Seattle"), NX_T("Kent"), NX_T("Cheyenne")
+};
+static const sl_nexmark_text_t us_states[] = {
+    NX_T("AZ"), NX_T("CA"), NX_T("ID"), NX_T("OR"), NX_T("WA"), NX_T("WY")
+};
+static const sl_nexmark_text_t hot_channels[] = {
+    NX_T("Google"), NX_T("Facebook"), NX_T("Baidu"), NX_T("Apple")
+};
 
 /* A channel's name and URL side by side. */
 typedef struct nx_channel {
@@ -70,6 +82,7 @@ typedef struct nx_channel {
 
 struct sl_nexmark_gen {
     sl_nexmark_opts_t o;
+    uint64_t fields;                /* o.fields, or every field when 0 */
     int64_t price[4097];            /* round(100 * 10^(6j / 4096)) */
     sl_nexmark_text_t hot_url[4];
     nx_channel_t *channels;         /* NX_CHANNELS, one slot each: one cache miss per lookup */
@@ -116,6 +129,13 @@ static uint32_t nx_string(nx_rng_t *r, int max_len, char special, char *out) {
     while (b > a && out[b - 1] == ' ') b--;
     if (a) memmove(out, out + a, (size_t)(b - a));
     return (uint32_t)(b - a);
+}
+
+/* The draws nx_string would take, without the characters (a field outside
+ * the projection): the length, then one draw per 4 characters. */
+static void nx_string_skip(nx_rng_t *r, int max_len) {
+    int len = 3 + (int)nx_below(r, (uint64_t)(max_len - 3));
+    r->s += NX_GAMMA * (uint64_t)((len + 3) / 4);
 }
 
 static const double pow10_int[7] = {1.0, 10.0, 100.0, 1000.0, 10000.0, 100000.0, 1000000.0};
@@ -195,6 +215,8 @@ int sl_nexmark_check(const sl_nexmark_opts_t *o, char *err, size_t errlen) {
         bad = "num_in_flight_auctions must be in [1, 1e9]";
     else if (o->hot_auction_ratio < 1 || o->hot_sellers_ratio < 1 || o->hot_bidders_ratio < 1)
         bad = "hot_auction_ratio, hot_sellers_ratio and hot_bidders_ratio must be >= 1";
+    else if (o->fields >> SL_NXF_COUNT)
+        bad = "fields has bits beyond the schema's (use SL_NXF_BIT(SL_NXF_...))";
     return bad ? sl_errf(err, errlen, SL_EINVAL, "nexmark: %s", bad) : 0;
 }
 
@@ -242,6 +264,7 @@ int sl_nexmark_gen_new(const sl_nexmark_opts_t *o, sl_nexmark_gen_t **out, char 
     if (rc) return rc;
     sl_nexmark_gen_t *g = sl_calloc(1, sizeof *g);
     g->o = *o;
+    g->fields = o->fields ? o->fields : ~0ULL;
     /* P[j] = round(100 * 10^d * 10^f), 6j/4096 = d + f, 10^f = exp(f ln 10)
      * by a fixed Horner series (30 terms). */
     for (int j = 0; j <= 4096; j++) {
@@ -300,37 +323,54 @@ static sl_nexmark_text_t text(const char *p, uint32_t len) {
     return t;
 }
 
-static sl_nexmark_text_t ctext(const char *s) { return text(s, (uint32_t)strlen(s)); }
 
 static void gen_person(const sl_nexmark_gen_t *g, int64_t n, nx_rng_t *r, sl_nexmark_event_t *ev) {
     char *b = ev->buf;
     uint32_t used = 0;
+    const uint64_t f = g->fields;
     ev->person.id = last_base0_person(n) + NX_FIRST_PERSON_ID;
-    const char *first = first_names[nx_below(r, SL_ARRAY_LEN(first_names))];
-    const char *last = last_names[nx_below(r, SL_ARRAY_LEN(last_names))];
-    int nl = snprintf(b, 32, "%s %s", first, last);
-    ev->person.name = text(b, (uint32_t)nl);
-    used += (uint32_t)nl;
-    char *e = b + used;
-    uint32_t el = nx_string(r, 7, ' ', e);
-    e[el++] = '@';
-    el += nx_string(r, 5, ' ', e + el);
-    memcpy(e + el, ".com", 4);
-    el += 4;
-    ev->person.email = text(e, el);
-    used += el;
-    char *c = b + used;
-    for (int i = 0; i < 4; i++) {
-        int d = (int)nx_below(r, 10000);
-        c[i * 5 + 0] = (char)('0' + d / 1000);
-        c[i * 5 + 1] = (char)('0' + d / 100 % 10);
-        c[i * 5 + 2] = (char)('0' + d / 10 % 10);
-        c[i * 5 + 3] = (char)('0' + d % 10);
-        if (i < 3) c[i * 5 + 4] = ' ';
+    sl_nexmark_text_t first = first_names[nx_below(r, SL_ARRAY_LEN(first_names))];
+    sl_nexmark_text_t last = last_names[nx_below(r, SL_ARRAY_LEN(last_names))];
+    ev->person.name = text(b, 0);
+    if (f & SL_NXF_BIT(SL_NXF_PERSON_NAME)) {
+        uint32_t fl = first.len, ll = last.len;
+        memcpy(b, first.p, fl);
+        b[fl] = ' ';
+        memcpy(b + fl + 1, last.p, ll);
+        ev->person.name.len = (uint32_t)(fl + 1 + ll);
+        used += ev->person.name.len;
     }
-    ev->person.credit_card = text(c, 19);
-    ev->person.city = ctext(us_cities[nx_below(r, SL_ARRAY_LEN(us_cities))]);
-    ev->person.state = ctext(us_states[nx_below(r, SL_ARRAY_LEN(us_states))]);
+    char *e = b + used;
+    ev->person.email = text(e, 0);
+    if (f & SL_NXF_BIT(SL_NXF_PERSON_EMAIL)) {
+        uint32_t el = nx_string(r, 7, ' ', e);
+        e[el++] = '@';
+        el += nx_string(r, 5, ' ', e + el);
+        memcpy(e + el, ".com", 4);
+        el += 4;
+        ev->person.email.len = el;
+        used += el;
+    } else {
+        nx_string_skip(r, 7);
+        nx_string_skip(r, 5);
+    }
+    char *c = b + used;
+    ev->person.credit_card = text(c, 0);
+    if (f & SL_NXF_BIT(SL_NXF_PERSON_CREDIT_CARD)) {
+        for (int i = 0; i < 4; i++) {
+            int d = (int)nx_below(r, 10000);
+            c[i * 5 + 0] = (char)('0' + d / 1000);
+            c[i * 5 + 1] = (char)('0' + d / 100 % 10);
+            c[i * 5 + 2] = (char)('0' + d / 10 % 10);
+            c[i * 5 + 3] = (char)('0' + d % 10);
+            if (i < 3) c[i * 5 + 4] = ' ';
+        }
+        ev->person.credit_card.len = 19;
+    } else {
+        r->s += 4 * NX_GAMMA;
+    }
+    ev->person.city = us_cities[nx_below(r, SL_ARRAY_LEN(us_cities))];
+    ev->person.state = us_states[nx_below(r, SL_ARRAY_LEN(us_states))];
 }
 
 static void gen_auction(const sl_nexmark_gen_t *g, int64_t n, nx_rng_t *r, sl_nexmark_event_t *ev) {
@@ -349,9 +389,12 @@ static void gen_auction(const sl_nexmark_gen_t *g, int64_t n, nx_rng_t *r, sl_ne
     if (span > 0xffffffffLL) span = 0xffffffffLL;
     ev->auction.expires = ev->date_time + 1 + nx_below(r, (uint64_t)span);
     char *b = ev->buf;
-    uint32_t nl = nx_string(r, 20, ' ', b);
+    uint32_t nl = 0, dl = 0;
+    if (g->fields & SL_NXF_BIT(SL_NXF_AUCTION_ITEM_NAME)) nl = nx_string(r, 20, ' ', b);
+    else nx_string_skip(r, 20);
     ev->auction.item_name = text(b, nl);
-    uint32_t dl = nx_string(r, 100, ' ', b + nl);
+    if (g->fields & SL_NXF_BIT(SL_NXF_AUCTION_DESCRIPTION)) dl = nx_string(r, 100, ' ', b + nl);
+    else nx_string_skip(r, 100);
     ev->auction.description = text(b + nl, dl);
     ev->auction.reserve = ev->auction.initial_bid + nx_price(g, r);
 }
@@ -373,7 +416,7 @@ static void gen_bid(const sl_nexmark_gen_t *g, int64_t n, nx_rng_t *r, sl_nexmar
     ev->bid.price = nx_price(g, r);
     if (nx_below(r, NX_HOT_CHANNELS_RATIO) > 0) {
         int i = (int)nx_below(r, 4);
-        ev->bid.channel = ctext(hot_channels[i]);
+        ev->bid.channel = hot_channels[i];
         ev->bid.url = g->hot_url[i];
     } else {
         const nx_channel_t *ch = &g->channels[nx_below(r, NX_CHANNELS)];
@@ -413,33 +456,47 @@ sl_schema_t *sl_nexmark_schema(void) {
 }
 
 void sl_nexmark_event_to_row(const sl_nexmark_event_t *ev, sl_row_writer_t *w) {
+    sl_nexmark_event_to_row_fields(ev, 0, w);
+}
+
+#define NX_PUT_I64(f, v) \
+    do { \
+        if (fields & SL_NXF_BIT(f)) sl_rw_set_i64(w, f, v); \
+    } while (0)
+#define NX_PUT_STR(f, t) \
+    do { \
+        if (fields & SL_NXF_BIT(f)) sl_rw_set_str(w, f, (t).p, (t).len); \
+    } while (0)
+
+void sl_nexmark_event_to_row_fields(const sl_nexmark_event_t *ev, uint64_t fields, sl_row_writer_t *w) {
+    if (!fields) fields = ~0ULL;
     sl_rw_set_i32(w, SL_NXF_EVENT_TYPE, ev->type);
     sl_rw_set_i64(w, SL_NXF_DATE_TIME, ev->date_time);
     switch (ev->type) {
     case SL_NX_PERSON:
-        sl_rw_set_i64(w, SL_NXF_PERSON_ID, ev->person.id);
-        sl_rw_set_str(w, SL_NXF_PERSON_NAME, ev->person.name.p, ev->person.name.len);
-        sl_rw_set_str(w, SL_NXF_PERSON_EMAIL, ev->person.email.p, ev->person.email.len);
-        sl_rw_set_str(w, SL_NXF_PERSON_CREDIT_CARD, ev->person.credit_card.p, ev->person.credit_card.len);
-        sl_rw_set_str(w, SL_NXF_PERSON_CITY, ev->person.city.p, ev->person.city.len);
-        sl_rw_set_str(w, SL_NXF_PERSON_STATE, ev->person.state.p, ev->person.state.len);
+        NX_PUT_I64(SL_NXF_PERSON_ID, ev->person.id);
+        NX_PUT_STR(SL_NXF_PERSON_NAME, ev->person.name);
+        NX_PUT_STR(SL_NXF_PERSON_EMAIL, ev->person.email);
+        NX_PUT_STR(SL_NXF_PERSON_CREDIT_CARD, ev->person.credit_card);
+        NX_PUT_STR(SL_NXF_PERSON_CITY, ev->person.city);
+        NX_PUT_STR(SL_NXF_PERSON_STATE, ev->person.state);
         break;
     case SL_NX_AUCTION:
-        sl_rw_set_i64(w, SL_NXF_AUCTION_ID, ev->auction.id);
-        sl_rw_set_str(w, SL_NXF_AUCTION_ITEM_NAME, ev->auction.item_name.p, ev->auction.item_name.len);
-        sl_rw_set_str(w, SL_NXF_AUCTION_DESCRIPTION, ev->auction.description.p, ev->auction.description.len);
-        sl_rw_set_i64(w, SL_NXF_AUCTION_INITIAL_BID, ev->auction.initial_bid);
-        sl_rw_set_i64(w, SL_NXF_AUCTION_RESERVE, ev->auction.reserve);
-        sl_rw_set_i64(w, SL_NXF_AUCTION_EXPIRES, ev->auction.expires);
-        sl_rw_set_i64(w, SL_NXF_AUCTION_SELLER, ev->auction.seller);
-        sl_rw_set_i64(w, SL_NXF_AUCTION_CATEGORY, ev->auction.category);
+        NX_PUT_I64(SL_NXF_AUCTION_ID, ev->auction.id);
+        NX_PUT_STR(SL_NXF_AUCTION_ITEM_NAME, ev->auction.item_name);
+        NX_PUT_STR(SL_NXF_AUCTION_DESCRIPTION, ev->auction.description);
+        NX_PUT_I64(SL_NXF_AUCTION_INITIAL_BID, ev->auction.initial_bid);
+        NX_PUT_I64(SL_NXF_AUCTION_RESERVE, ev->auction.reserve);
+        NX_PUT_I64(SL_NXF_AUCTION_EXPIRES, ev->auction.expires);
+        NX_PUT_I64(SL_NXF_AUCTION_SELLER, ev->auction.seller);
+        NX_PUT_I64(SL_NXF_AUCTION_CATEGORY, ev->auction.category);
         break;
     default:
-        sl_rw_set_i64(w, SL_NXF_BID_AUCTION, ev->bid.auction);
-        sl_rw_set_i64(w, SL_NXF_BID_BIDDER, ev->bid.bidder);
-        sl_rw_set_i64(w, SL_NXF_BID_PRICE, ev->bid.price);
-        sl_rw_set_str(w, SL_NXF_BID_CHANNEL, ev->bid.channel.p, ev->bid.channel.len);
-        sl_rw_set_str(w, SL_NXF_BID_URL, ev->bid.url.p, ev->bid.url.len);
+        NX_PUT_I64(SL_NXF_BID_AUCTION, ev->bid.auction);
+        NX_PUT_I64(SL_NXF_BID_BIDDER, ev->bid.bidder);
+        NX_PUT_I64(SL_NXF_BID_PRICE, ev->bid.price);
+        NX_PUT_STR(SL_NXF_BID_CHANNEL, ev->bid.channel);
+        NX_PUT_STR(SL_NXF_BID_URL, ev->bid.url);
         break;
     }
 }
@@ -580,7 +637,7 @@ static int nx_poll(void *reader, sl_source_output_t *out, int max, char *err, si
                 int64_t n = sp->k + sp->next++ * S;
                 sl_nexmark_gen_event(s->gen, n, &r->ev);
                 sl_row_writer_t *w = sl_src_row(out);
-                sl_nexmark_event_to_row(&r->ev, w);
+                sl_nexmark_event_to_row_fields(&r->ev, s->o.fields, w);
                 if (stamp) sl_rw_set_i64(w, SL_NXF_EMIT_NS, sl_mono_ns());
                 sl_src_emit(out, r->cur, r->ev.date_time);
             }
