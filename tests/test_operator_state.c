@@ -18,12 +18,16 @@
  * Also: malformed blobs are refused by name, builder mistakes are named.
  */
 #include <stdatomic.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "common/common.h"
 #include "operators/basic_ops.h"
 #include "pipeline_util.h"
 #include "sluice/operator_state.h"
+#include "checkpoint/spilled_blob.h"
+#include "checkpoint/state_file.h"
+#include "checkpoint/state_reader.h"
 #include "test.h"
 
 #define SPLITS 8
@@ -155,6 +159,10 @@ typedef struct fn_ctx {
 } fn_ctx_t;
 
 static int g_mode;
+/* Bytes of padding after each item's id (0: 8-byte items): the large-state
+ * case, whose operator state is far above what the metadata keeps inline. */
+static size_t g_pad;
+static uint8_t pad_byte(int64_t id, size_t j) { return (uint8_t)(id * 131 + (int64_t)j); }
 static void *fn_clone(const void *c) {
     fn_ctx_t *f = calloc(1, sizeof *f);
     f->mode = g_mode;
@@ -192,9 +200,11 @@ static int fn_init_state(void *c, sl_rt_t *rt) {
     for (int i = 0; i < sl_opstate_count(f->list); i++) {
         uint32_t len;
         const void *v = sl_opstate_get(f->list, i, &len);
-        if (len != 8) return SL_EFORMAT;
+        if (len != 8 + g_pad) return SL_EFORMAT;
         int64_t id;
         memcpy(&id, v, 8);
+        for (size_t j = 0; j < g_pad; j++)
+            if (((const uint8_t *)v)[8 + j] != pad_byte(id, j)) return SL_EFORMAT;
         fn_add(f, id);
     }
     if (f->run == 2) {
@@ -211,7 +221,13 @@ static int fn_init_state(void *c, sl_rt_t *rt) {
 static int fn_snapshot(void *c, sl_rt_t *rt, int64_t id) {
     fn_ctx_t *f = c;
     sl_opstate_clear(f->list);
-    for (int64_t i = 0; i < f->n; i++) sl_opstate_add(f->list, &f->items[i], 8);
+    uint8_t *item = malloc(8 + g_pad);
+    for (int64_t i = 0; i < f->n; i++) {
+        memcpy(item, &f->items[i], 8);
+        for (size_t j = 0; j < g_pad; j++) item[8 + j] = pad_byte(f->items[i], j);
+        sl_opstate_add(f->list, item, (uint32_t)(8 + g_pad));
+    }
+    free(item);
     return 0;
 }
 
@@ -345,6 +361,31 @@ static void one_case(int pa, int pb, int mode, bool keyed, bool rocksdb, int tag
     txn = txn_collected_new();
     run_no = 1;
     int rc1 = run_job(pa, keyed, rocksdb, ck, false, tag);
+    if (g_pad) { /* the retained checkpoint keeps the large operator state in a file, not inline */
+        char path[1100], dir[1200], err[600];
+        snprintf(path, sizeof path, "%s/opstate", ck);
+        sl_ckpt_metadata_t *md = NULL;
+        CHECK_EQ(sl_ckpt_open_path(path, &md, dir, sizeof dir, err, sizeof err), 0);
+        size_t spilled = 0, inline_max = 0;
+        for (int i = 0; md && i < md->noperators; i++)
+            for (int q = 0; q < md->operators[i].parallelism; q++) {
+                const sl_ckpt_subtask_t *st = &md->operators[i].subtasks[q];
+                for (int h = 0; h < st->nhandles; h++)
+                    if (st->handles[h].kind == SL_SF_KIND_OPERATOR) spilled += st->handles[h].size;
+                const sl_ckpt_blob_t *b = sl_ckpt_find_blob(st->blobs, st->nblobs, "operator-state");
+                if (b && b->len > inline_max) inline_max = b->len; /* loaded back from the file */
+            }
+        char mpath[1300];
+        snprintf(mpath, sizeof mpath, "%s/_metadata", dir);
+        struct stat sb;
+        CHECK_EQ(stat(mpath, &sb), 0);
+        fprintf(stderr, "  case %d: %zu bytes of operator state in files, %lld bytes of _metadata\n", tag, spilled,
+                (long long)sb.st_size);
+        CHECK(spilled > SL_CKPT_INLINE_MAX);
+        CHECK(inline_max > SL_CKPT_INLINE_MAX);
+        CHECK(sb.st_size < 64 * 1024);
+        sl_ckpt_metadata_free(md);
+    }
     run_no = 2;
     int rc2 = run_job(pb, keyed, rocksdb, ck, true, tag);
     fprintf(stderr, "  case %d: p %d -> %d, %s, %s%s, N %lld, fail after %lld, run1 %d, run2 %d\n", tag, pa, pb,
@@ -443,6 +484,19 @@ TEST(split_flat_map_rescale) {
         one_case(pairs[i][0], pairs[i][1], 0, false, false, tag_no++);
         if (sl_test_failures) return;
     }
+}
+
+/* Operator state of several MiB per subtask (a 2PC sink's pending output is
+ * such state): written to files of its own in the checkpoint, restored at
+ * another parallelism, exactly. */
+TEST(large_operator_state_in_files) {
+    int pairs[][3] = {{1, 2, 0}, {2, 3, 1}};
+    g_pad = 16 * 1024;
+    for (int i = 0; i < 2; i++) {
+        one_case(pairs[i][0], pairs[i][1], pairs[i][2], false, false, tag_no++);
+        if (sl_test_failures) break;
+    }
+    g_pad = 0;
 }
 
 TEST(union_flat_map_rescale) {
@@ -676,6 +730,7 @@ int main(void) {
     RUN(builder_errors_named);
     RUN(split_flat_map_rescale);
     RUN(union_flat_map_rescale);
+    RUN(large_operator_state_in_files);
     RUN(keyed_process_heap_and_rocksdb);
     RUN(random_pairs);
     for (int i = 0; i < 8; i++) {

@@ -12,6 +12,8 @@
  */
 #include "checkpoint/state_reader.h"
 
+#include "checkpoint/spilled_blob.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -75,7 +77,7 @@ static int open_s3_path(const char *path, sl_ckpt_metadata_t **md, char *dir, si
     return open_latest(path, p, slash + 1, md, dir, cap, err, errlen);
 }
 
-int sl_ckpt_open_path(const char *path, sl_ckpt_metadata_t **md, char *dir, size_t cap, char *err, size_t errlen) {
+static int open_path(const char *path, sl_ckpt_metadata_t **md, char *dir, size_t cap, char *err, size_t errlen) {
     *md = NULL;
     if (!path || !*path) return sl_errf(err, errlen, SL_EINVAL, "no checkpoint path given");
     if (strncmp(path, "s3://", 5) == 0) return open_s3_path(path, md, dir, cap, err, errlen);
@@ -564,4 +566,14 @@ void sl_state_entries_sort(sl_state_entries_t *col) {
             for (size_t x = 0; x < col->n; x++) /* entries refer to names by index */
                 col->v[x].state = col->v[x].state == j ? j - 1 : col->v[x].state == j - 1 ? j : col->v[x].state;
         }
+}
+
+int sl_ckpt_open_path(const char *path, sl_ckpt_metadata_t **md, char *dir, size_t cap, char *err, size_t errlen) {
+    int rc = open_path(path, md, dir, cap, err, errlen);
+    if (rc == 0) rc = sl_ckpt_load_spilled(*md, dir, err, errlen); /* blobs too large for the metadata */
+    if (rc < 0 && *md) {
+        sl_ckpt_metadata_free(*md);
+        *md = NULL;
+    }
+    return rc;
 }

@@ -42,8 +42,9 @@
  * before the checkpoint that covers it completed.
  *
  * The price: a checkpoint holds the sink's output since the previous one
- * (inline in the checkpoint's metadata), and the commit sends it, on the
- * task's thread, when the checkpoint completes.
+ * (in the metadata up to 1 MiB per writer, else in a state file of its own:
+ * checkpoint/spilled_blob.h), and the commit sends it, on the task's
+ * thread, when the checkpoint completes.
  *
  * transaction.timeout.ms must be at least twice the checkpoint interval and
  * at most the broker's transaction.max.timeout.ms; a producer that is

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "checkpoint/metadata.h"
+#include "checkpoint/spilled_blob.h"
 #include "checkpoint/state_schemas.h"
 #include "checkpoint/state_file.h"
 #include "checkpoint/storage.h"
@@ -503,9 +504,17 @@ static void persist(sl_deployment_t *dep, sl_ckpt_task_snap_t *snap) {
                                        &a->state_bytes, err, sizeof err);
                 sl_native_move(rc == 0 ? st : NULL, &ntmp);
             }
-            a->state_bytes += (int64_t)snap->blobs[k].len + (k == 0 ? (int64_t)snap->inflight.len : 0);
-            if (snap->blobs[k].len)
-                sl_ckpt_subtask_add_blob(st, "operator-state", SL_CKPT_DIST_SPLIT, snap->blobs[k].p, snap->blobs[k].len);
+            /* operator state and in-flight data inline up to SL_CKPT_INLINE_MAX, else a file
+             * of their own (spilled_blob.h): neither the acknowledgement nor _metadata may grow
+             * with a 2PC sink's pending output */
+            char bname[80];
+            if (rc == 0 && snap->blobs[k].len) {
+                snprintf(bname, sizeof bname, "opstate-%d-%d", node, t->subtask);
+                if (snap->blobs[k].len <= SL_CKPT_INLINE_MAX) a->state_bytes += (int64_t)snap->blobs[k].len;
+                rc = sl_ckpt_add_blob_or_spill(dep->storage, snap->id, st, "operator-state", SL_CKPT_DIST_SPLIT,
+                                               snap->blobs[k].p, snap->blobs[k].len, bname, &a->state_bytes, err,
+                                               sizeof err);
+            }
             if (snap->times && snap->times[k].len)
                 sl_ckpt_subtask_add_blob(st, "event-time", SL_CKPT_DIST_SPLIT, snap->times[k].p, snap->times[k].len);
             if (t->ops[k]->ntyped) { /* the row schemas of its typed states */
@@ -515,8 +524,13 @@ static void persist(sl_deployment_t *dep, sl_ckpt_task_snap_t *snap) {
                 sl_ckpt_subtask_add_blob(st, SL_STATE_SCHEMAS_BLOB, SL_CKPT_DIST_SPLIT, sb.p, sb.len);
                 sl_buf_free(&sb);
             }
-            if (k == 0 && snap->inflight.len)
-                sl_ckpt_subtask_add_blob(st, "inflight", SL_CKPT_DIST_SPLIT, snap->inflight.p, snap->inflight.len);
+            if (rc == 0 && k == 0 && snap->inflight.len) {
+                snprintf(bname, sizeof bname, "inflight-%d-%d", node, t->subtask);
+                if (snap->inflight.len <= SL_CKPT_INLINE_MAX) a->state_bytes += (int64_t)snap->inflight.len;
+                rc = sl_ckpt_add_blob_or_spill(dep->storage, snap->id, st, "inflight", SL_CKPT_DIST_SPLIT,
+                                               snap->inflight.p, snap->inflight.len, bname, &a->state_bytes, err,
+                                               sizeof err);
+            }
             sl_sf_info_free(&info);
         }
     }
@@ -1069,6 +1083,7 @@ int sl_deployment_new(const sl_plan_t *plan, const sl_job_code_t *code, const sl
         char path[4400];
         snprintf(path, sizeof path, "%s/%s", d->restore_path, SL_CKPT_METADATA_NAME);
         rc = sl_ckpt_metadata_read_file(path, &dep->restore_md, err, errlen);
+        if (rc == 0) rc = sl_ckpt_load_spilled(dep->restore_md, d->restore_path, err, errlen);
         dep->restore_path = sl_strdup(d->restore_path);
     }
     if (rc == 0 && plan->cfg.backend == SL_STATE_BACKEND_ROCKSDB)
