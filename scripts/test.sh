@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what is needed, builds sluice three times and runs every test:
+# Installs what is needed, builds sluice four times and runs every test:
 #   1. RelWithDebInfo                    all tests
+#   1b. Release (-O3, as the benchmark harnesses build)  bench/smoke.sh
 #   2. AddressSanitizer + UBSan          all tests
 #   3. ThreadSanitizer                   the tests of the threaded runtime
 # SLUICE_SOAK_SEEDS sets how many seeds the randomized window test runs.
@@ -15,6 +16,8 @@ run() { # dir label ctest-args...
 }
 scripts/build.sh build
 run build "tests (release)"
+echo "== benchmark smoke run (-O3 build, results equal to the test build's)"
+bench/smoke.sh build-release build
 scripts/build.sh build-asan address,undefined
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 run build-asan "tests (ASan+UBSan)"
 scripts/build.sh build-tsan thread

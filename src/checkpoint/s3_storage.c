@@ -115,9 +115,11 @@ static const sl_ckpt_out_ops_t s3_out_ops = {out_write, out_finish, out_abort};
 static sl_ckpt_out_t *out_new(sl_s3_client_t *c, bool own, const char *key, uint64_t threshold) {
     s3_out_t *o = sl_calloc(1, sizeof *o);
     o->base.ops = &s3_out_ops;
-    char name[1400];
-    snprintf(name, sizeof name, "s3://%s/%s", sl_s3_client_bucket(c), key);
-    o->base.name = sl_strdup(name);
+    const char *bucket = sl_s3_client_bucket(c);
+    size_t n = strlen(bucket) + strlen(key) + 7;
+    char *name = sl_malloc(n); /* for messages: the whole URL, however long the key */
+    snprintf(name, n, "s3://%s/%s", bucket, key);
+    o->base.name = name;
     o->c = c;
     o->own_client = own;
     o->key = sl_strdup(key);

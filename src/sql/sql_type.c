@@ -449,8 +449,8 @@ bool sql_dec_rescale(sql_i128 v, int from, int to, sql_i128 *out) {
         return true;
     }
     int d = from - to;
-    if (d > 38) {
-        *out = 0;
+    if (d <= 0 || d > 38) { /* d <= 0 cannot happen (handled above); it tells -O3 the index is in range */
+        *out = d <= 0 ? v : 0;
         return true;
     }
     sql_i128 q = v / sql_pow10[d], rem = v % sql_pow10[d];

@@ -306,7 +306,7 @@ static int mig_item(void *c, const uint8_t *uk, uint32_t uklen, const uint8_t *v
 
 int sl_kbf_migrate(const uint8_t *data, size_t len, int max_parallelism, int kg, sl_kbf_migration_fn fn, void *c,
                    sl_buf_t *out, char *err, size_t errlen) {
-    sl_kbf_reader_t r;
+    sl_kbf_reader_t r = {0};
     int rc = sl_kbf_open(&r, data, len, KBF_MAGIC, max_parallelism, kg, "keyed state", err, errlen);
     uint32_t nstates = 0;
     if (!rc && !sl_kbf_rd_varint32(&r, &nstates))
