@@ -116,7 +116,7 @@ uint64_t nx_row_hash(const nx_row_hasher_t *h, const sl_row_t *row) {
             default: v = (uint64_t)sl_row_i64(row, i); break;
             }
         }
-        x = nx_fold(x, v);
+        x += nx_field(k, v);
     }
     return x;
 }

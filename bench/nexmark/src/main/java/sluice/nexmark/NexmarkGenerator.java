@@ -246,6 +246,10 @@ public final class NexmarkGenerator {
 
     public static long fold(long h, long v) { return mix(h ^ v) * GAMMA; }
 
+    /** Field k of a result row in the result checksum: a row's hash is the sum of its fields'
+     * (independent, so a CPU computes them side by side), as in examples/nexmark/common.c. */
+    public static long field(int k, long v) { return mix(v ^ ((k + 1) * GAMMA)); }
+
     /** The text hash of sluice: 8-byte little-endian words (ASCII text). */
     public static long text(String s) {
         int len = s.length();

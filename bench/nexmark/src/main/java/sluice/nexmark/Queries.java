@@ -24,7 +24,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 
-import static sluice.nexmark.NexmarkGenerator.fold;
+import static sluice.nexmark.NexmarkGenerator.field;
 import static sluice.nexmark.NexmarkGenerator.text;
 
 /**
@@ -81,8 +81,8 @@ public final class Queries {
         }
 
         public long hash() {
-            long h = fold(fold(fold(0, auction), bidder), price);
-            return fold(fold(fold(h, text(channel)), text(url)), dateTime);
+            return field(0, auction) + field(1, bidder) + field(2, price) + field(3, text(channel))
+                    + field(4, text(url)) + field(5, dateTime);
         }
 
         public long emitNs() { return emitNs; }
@@ -96,8 +96,8 @@ public final class Queries {
         public EuroBidRow() {}
 
         public long hash() {
-            long h = fold(fold(fold(0, auction), bidder), Double.doubleToRawLongBits(price));
-            return fold(fold(fold(h, text(channel)), text(url)), dateTime);
+            return field(0, auction) + field(1, bidder) + field(2, Double.doubleToRawLongBits(price))
+                    + field(3, text(channel)) + field(4, text(url)) + field(5, dateTime);
         }
 
         public long emitNs() { return emitNs; }
@@ -108,7 +108,7 @@ public final class Queries {
 
         public Q2Row() {}
 
-        public long hash() { return fold(fold(0, auction), price); }
+        public long hash() { return field(0, auction) + field(1, price); }
 
         public long emitNs() { return emitNs; }
     }
@@ -157,7 +157,7 @@ public final class Queries {
             this.emitNs = emitNs;
         }
 
-        public long hash() { return fold(fold(fold(fold(0, text(name)), text(city)), text(state)), id); }
+        public long hash() { return field(0, text(name)) + field(1, text(city)) + field(2, text(state)) + field(3, id); }
 
         public long emitNs() { return emitNs; }
     }
@@ -216,7 +216,7 @@ public final class Queries {
 
         public Q4Row() {}
 
-        public long hash() { return fold(fold(0, category), auctions); } // avg depends on arrival order
+        public long hash() { return field(0, category) + field(1, auctions); } // avg depends on arrival order
     }
 
     /** Auction state: {dateTime, expires, category, maxPrice (-1: none), closed}. */
@@ -332,7 +332,7 @@ public final class Queries {
             this.end = end;
         }
 
-        public long hash() { return fold(fold(fold(fold(0, auction), num), start), end); }
+        public long hash() { return field(0, auction) + field(1, num) + field(2, start) + field(3, end); }
     }
 
     static class Count implements AggregateFunction<Event, long[], Long> {
@@ -416,7 +416,7 @@ public final class Queries {
 
         public Q7Row() {}
 
-        public long hash() { return fold(fold(fold(fold(0, auction), price), bidder), dateTime); }
+        public long hash() { return field(0, auction) + field(1, price) + field(2, bidder) + field(3, dateTime); }
     }
 
     /** Accumulator: {maxPrice (-1: empty), n, overflow, bidder0, ts0, ... bidder3, ts3}. */
@@ -532,7 +532,7 @@ public final class Queries {
 
         public Q8Row() {}
 
-        public long hash() { return fold(fold(fold(0, id), text(name)), start); }
+        public long hash() { return field(0, id) + field(1, text(name)) + field(2, start); }
     }
 
     static class Seen implements AggregateFunction<Event, Q8Acc, Q8Acc> {
@@ -583,7 +583,7 @@ public final class Queries {
 
         public Q11Row() {}
 
-        public long hash() { return fold(fold(fold(fold(0, bidder), count), start), end); }
+        public long hash() { return field(0, bidder) + field(1, count) + field(2, start) + field(3, end); }
     }
 
     static class Q11Session extends ProcessWindowFunction<Long, Q11Row, Long, TimeWindow> {

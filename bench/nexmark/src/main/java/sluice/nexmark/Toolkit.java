@@ -14,7 +14,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 
-import static sluice.nexmark.NexmarkGenerator.fold;
+import static sluice.nexmark.NexmarkGenerator.field;
 
 /**
  * Two queries beyond Nexmark that measure the DataStream toolkit, written
@@ -50,7 +50,7 @@ public final class Toolkit {
 
         public IjRow() {}
 
-        public long hash() { return fold(fold(fold(fold(fold(0, auction), seller), bidder), price), dateTime); }
+        public long hash() { return field(0, auction) + field(1, seller) + field(2, bidder) + field(3, price) + field(4, dateTime); }
     }
 
     static class IjJoin extends ProcessJoinFunction<Event, Event, IjRow> {
@@ -82,7 +82,7 @@ public final class Toolkit {
 
         public CepRow() {}
 
-        public long hash() { return fold(fold(fold(fold(0, bidder), cheapTime), dearTime), price); }
+        public long hash() { return field(0, bidder) + field(1, cheapTime) + field(2, dearTime) + field(3, price); }
     }
 
     static class CepSelect extends PatternProcessFunction<Event, CepRow> {
