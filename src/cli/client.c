@@ -34,6 +34,7 @@
 #include "checkpoint/storage.h"
 #include "common/common.h"
 #include "config/config.h"
+#include "ha/ha_services.h"
 
 #define POLL_MS 200
 #define POLL_GIVE_UP_MS 30000 /* the JobManager unreachable this long while waiting */
@@ -177,6 +178,17 @@ static void base_url(const opts_t *o, char *out, size_t cap) {
     }
     char host[256] = "127.0.0.1", e[256];
     char tmp[256];
+    sl_ha_config_t hc;
+    char herr[1024];
+    if (o->cfg.ha_type == SL_CFG_HA_ZOOKEEPER) { /* the leader's REST address, as published in ZooKeeper */
+        sl_ha_leader_t l;
+        if (sl_ha_config_from(&o->cfg, false, &hc, herr, sizeof herr) == 0 &&
+            sl_ha_leader_lookup(&hc, hc.connect_ms, &l, herr, sizeof herr) == 0) {
+            snprintf(out, cap, "%s", l.rest_url);
+            return;
+        }
+        fprintf(stderr, "sluice: high availability: %s\n", herr);
+    }
     if (sl_config_get_string(&o->cfg, "rest.address", tmp, sizeof tmp, e, sizeof e) == 0 && tmp[0])
         snprintf(host, sizeof host, "%s", tmp);
     else if (key_set(&o->cfg, "jobmanager.rpc.address") && o->cfg.jobmanager_address)
@@ -297,7 +309,7 @@ bool sl_cli_run_is_remote(int argc, char **argv) {
     bool remote = false;
     if (parse_opts("run", i < argc ? i : argc, argv, &o, true) == 0)
         remote = key_set(&o.cfg, "rest.address") || key_set(&o.cfg, "rest.port") ||
-                 key_set(&o.cfg, "jobmanager.rpc.address");
+                 key_set(&o.cfg, "jobmanager.rpc.address") || o.cfg.ha_type == SL_CFG_HA_ZOOKEEPER;
     sl_config_free(&o.cfg);
     return remote;
 }

@@ -7,6 +7,7 @@
 
 #include "cli/cluster.h"
 #include "common/common.h"
+#include "ha/ha_services.h"
 #include "runtime/job_loader.h"
 #include "taskmanager/tm_process.h"
 
@@ -44,6 +45,16 @@ static int resolve(void *ctx, const sl_msg_deploy_t *d, const sl_plan_t **plan, 
     return 0;
 }
 
+/* High availability: the leader the retrieval service follows. */
+static bool current_leader(void *ctx, char *host, size_t hcap, int *port, char *token, size_t tcap) {
+    sl_ha_leader_t l;
+    if (!sl_leader_retrieval_current(ctx, &l)) return false;
+    snprintf(host, hcap, "%s", l.rpc_host);
+    *port = l.rpc_port;
+    snprintf(token, tcap, "%s", l.token);
+    return true;
+}
+
 int sl_cli_taskmanager(int argc, char **argv) {
     sl_config_t cfg;
     sl_config_defaults(&cfg);
@@ -53,6 +64,15 @@ int sl_cli_taskmanager(int argc, char **argv) {
     if (rc) {
         sl_config_free(&cfg);
         return rc;
+    }
+    sl_ha_config_t ha;
+    char err[1024];
+    sl_leader_retrieval_t *follower = NULL;
+    if (sl_ha_config_from(&cfg, false, &ha, err, sizeof err) < 0 ||
+        (ha.enabled && sl_leader_retrieval_start(&ha, &follower, err, sizeof err) < 0)) {
+        fprintf(stderr, "sluice taskmanager: %s\n", err);
+        sl_config_free(&cfg);
+        return 2;
     }
     resolver_t r;
     memset(&r, 0, sizeof r);
@@ -68,21 +88,30 @@ int sl_cli_taskmanager(int argc, char **argv) {
                                  .heartbeat_timeout_ms = cfg.heartbeat_timeout_ms,
                                  .resolve = resolve,
                                  .resolve_ctx = &r,
-                                 .prom_port = cfg.prom_enabled ? cfg.prom_port : NULL};
+                                 .prom_port = cfg.prom_enabled ? cfg.prom_port : NULL,
+                                 .leader = follower ? current_leader : NULL,
+                                 .leader_ctx = follower};
     sl_tm_process_t *p = NULL;
-    char err[1024];
     if (sl_tm_process_new(&tc, &p, err, sizeof err) < 0) {
         fprintf(stderr, "sluice taskmanager: %s\n", err);
+        sl_leader_retrieval_stop(follower);
         sl_config_free(&cfg);
         return 1;
     }
-    fprintf(stderr, "sluice taskmanager %s: %d slot%s, data port %s:%d, JobManager at %s:%d\n", id ? id : "",
-            tc.slots, tc.slots == 1 ? "" : "s", tc.host, sl_tm_process_data_port(p), tc.jm_host, tc.jm_port);
+    if (follower)
+        fprintf(stderr, "sluice taskmanager %s: %d slot%s, data port %s:%d, following the leading JobManager of "
+                        "cluster '%s' in ZooKeeper at %s\n",
+                id ? id : "", tc.slots, tc.slots == 1 ? "" : "s", tc.host, sl_tm_process_data_port(p), ha.cluster_id,
+                ha.quorum);
+    else
+        fprintf(stderr, "sluice taskmanager %s: %d slot%s, data port %s:%d, JobManager at %s:%d\n", id ? id : "",
+                tc.slots, tc.slots == 1 ? "" : "s", tc.host, sl_tm_process_data_port(p), tc.jm_host, tc.jm_port);
     if (sl_tm_process_prom_port(p) > 0)
         fprintf(stderr, "sluice taskmanager %s: Prometheus metrics at http://0.0.0.0:%d/metrics\n", id ? id : "",
                 sl_tm_process_prom_port(p));
     sl_cli_wait_for_signal();
     sl_tm_process_destroy(p);
+    sl_leader_retrieval_stop(follower);
     for (int i = 0; i < r.n; i++) {
         sl_loaded_job_free(r.jobs[i].j);
         sl_free(r.jobs[i].job);

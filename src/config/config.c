@@ -67,6 +67,8 @@ static const enum_val_t RETENTION_VALUES[] = {{"NO_EXTERNALIZED_CHECKPOINTS", SL
                                               {"DELETE_ON_CANCELLATION", SL_CFG_DELETE_ON_CANCELLATION},
                                               {"RETAIN_ON_CANCELLATION", SL_CFG_RETAIN_ON_CANCELLATION},
                                               {NULL, 0}};
+/* Flink's HighAvailabilityMode (a factory class name is not accepted). */
+static const enum_val_t HA_VALUES[] = {{"NONE", SL_CFG_HA_NONE}, {"ZOOKEEPER", SL_CFG_HA_ZOOKEEPER}, {NULL, 0}};
 static const enum_val_t BACKEND_VALUES[] = {
     {"hashmap", SL_CFG_BACKEND_HASHMAP}, {"rocksdb", SL_CFG_BACKEND_ROCKSDB}, {NULL, 0}};
 /* Flink's RestartStrategyType: main value first, then its other spellings. */
@@ -239,6 +241,30 @@ static const cfg_key_t KEYS[] = {
           .help = "Serve GET /metrics in Prometheus's text format from every JobManager and TaskManager process."),
     KSTR("metrics.reporter.prom.port", prom_port, "9249",
          .help = "Port, or range \"9249-9260\" (each process takes the first free one), of the Prometheus endpoint."),
+
+    /* high availability (Flink's HighAvailabilityOptions; src/ha/) */
+    KENUM("high-availability.type", ha_type, "NONE", HA_VALUES, ALIAS("high-availability"),
+          .help = "NONE, or ZOOKEEPER: several JobManagers elect a leader in ZooKeeper, which keeps the jobs, the "
+                  "checkpoint id counters and the completed checkpoints, so a new leader resumes every job."),
+    KSTR("high-availability.zookeeper.quorum", ha_quorum, NULL, ALIAS("recovery.zookeeper.quorum"),
+         .unset = "none (needed with high-availability.type: zookeeper)",
+         .help = "ZooKeeper's servers, host:port[,host:port...]."),
+    KSTR("high-availability.storageDir", ha_storage_dir, NULL, ALIAS("high-availability.zookeeper.storageDir"),
+         .unset = "none (a JobManager with HA needs it)",
+         .help = "Directory (a shared mount) where the JobManagers keep the jobs' artifacts; ZooKeeper keeps "
+                 "pointers to them."),
+    KSTR("high-availability.cluster-id", ha_cluster_id, "/default",
+         .help = "Names this cluster's znodes under the root, so that clusters can share a ZooKeeper."),
+    /* Flink: /flink */
+    KSTR("high-availability.zookeeper.path.root", ha_root, "/sluice",
+         .help = "Root znode of sluice's data in ZooKeeper (sluice default /sluice; Flink's is /flink)."),
+    /* Flink: 60 s.  sluice: 10 s (heartbeat.timeout's default): a dead
+     * leader is replaced that much sooner. */
+    KDUR("high-availability.zookeeper.client.session-timeout", ha_session_timeout_ms, "10 s", 1000,
+         .help = "ZooKeeper session timeout: a leader silent this long loses its leadership (sluice default "
+                 "10 s; Flink's is 60 s)."),
+    KDUR("high-availability.zookeeper.client.connection-timeout", ha_connection_timeout_ms, "15 s", 100,
+         .help = "How long a process waits to connect to ZooKeeper at its start."),
 };
 
 #define NKEYS ((int)SL_ARRAY_LEN(KEYS))

@@ -71,6 +71,9 @@ enum {
     SL_CFG_RETAIN_ON_CANCELLATION = 2,
 };
 
+/* high-availability.type */
+enum { SL_CFG_HA_NONE = 0, SL_CFG_HA_ZOOKEEPER = 1 };
+
 /* state.backend.type */
 enum { SL_CFG_BACKEND_HASHMAP = 0, SL_CFG_BACKEND_ROCKSDB = 1 };
 
@@ -171,6 +174,15 @@ struct sl_config {
     /* metrics */
     bool prom_enabled;                   /* metrics.reporter.prom.enabled */
     char *prom_port;                     /* metrics.reporter.prom.port: "9249" or "9249-9260" */
+
+    /* high availability (high-availability.*) */
+    int ha_type;                         /* .type: SL_CFG_HA_* */
+    char *ha_quorum;                     /* .zookeeper.quorum; NULL = not set */
+    char *ha_storage_dir;                /* .storageDir; NULL = not set */
+    char *ha_cluster_id;                 /* .cluster-id */
+    char *ha_root;                       /* .zookeeper.path.root */
+    int64_t ha_session_timeout_ms;       /* .zookeeper.client.session-timeout */
+    int64_t ha_connection_timeout_ms;    /* .zookeeper.client.connection-timeout */
 
     /* Where each key got its value, indexed like the key table: "file:line",
      * "-D", or NULL for the default.  Used in messages and sl_config_format. */

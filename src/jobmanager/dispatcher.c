@@ -12,6 +12,7 @@
 
 #include "common/auth.h"
 #include "common/common.h"
+#include "ha/ha_services.h"
 #include "jobmanager/job_master.h"
 #include "jobmanager/job_metrics.h"
 #include "jobmanager/rest.h"
@@ -63,6 +64,7 @@ typedef struct djob {
     bool done;
     sl_job_result_t res;
     int64_t start_ms, end_ms;
+    sl_jm_ha_t ha;               /* the job master's HA hooks (ctx: this job) */
 } djob_t;
 
 struct sl_dispatcher {
@@ -81,6 +83,7 @@ struct sl_dispatcher {
     pthread_mutex_t ops_mu;      /* guards ops (taken before a job master's locks, never inside them) */
     dop_t *ops[MAX_OPS];
     int nops;
+    bool deposed;                /* HA: the session was lost; everything was suspended (under mu) */
 };
 
 static int64_t now_ms(void) { return sl_mono_ns() / 1000000; }
@@ -157,7 +160,9 @@ static dtm_t *tm_by_conn(sl_dispatcher_t *d, sl_rpc_conn_t *conn) {
 
 static void on_register(sl_dispatcher_t *d, sl_rpc_conn_t *conn, const sl_msg_register_t *r) {
     sl_msg_t *reply = sl_msg_new(SL_MSG_REGISTERED);
-    reply->u.registered.jm_id = sl_strdup("jobmanager");
+    /* with HA the leader's fencing token: the TaskManager accepts this
+     * JobManager only if it is the leader it retrieved */
+    reply->u.registered.jm_id = sl_strdup(d->cfg.ha ? sl_ha_election_token(d->cfg.ha) : "jobmanager");
     pthread_mutex_lock(&d->mu);
     dtm_t *t = NULL;
     for (int i = 0; i < d->ntms; i++)
@@ -321,8 +326,14 @@ static void rpc_on_closed(void *ctx, sl_rpc_conn_t *conn, const char *why) {
  * TaskManagers silent for longer than the timeout declared lost. */
 static void ops_advance(sl_dispatcher_t *d);
 
+static void suspend_all(sl_dispatcher_t *d);
+
 static void on_tick(void *ctx) {
     sl_dispatcher_t *d = ctx;
+    if (d->cfg.ha && sl_ha_lost(d->cfg.ha)) {
+        suspend_all(d);
+        return;
+    }
     ops_advance(d);
     int64_t now = now_ms();
     bool send = now - d->last_hb_sent_ms >= d->cfg.heartbeat_interval_ms;
@@ -356,9 +367,86 @@ static void on_tick(void *ctx) {
 
 /* ---- jobs ---- */
 
+/* ---- high availability: the job master's hooks (ha_services.h) ---- */
+
+static int ha_issue(void *ctx, int64_t id, char *err, size_t errlen) {
+    djob_t *j = ctx;
+    return sl_ha_counter_issue(j->d->cfg.ha, j->id, id, err, errlen);
+}
+
+static int ha_completed(void *ctx, int64_t id, const char *dir, int retain, char *err, size_t errlen) {
+    djob_t *j = ctx;
+    return sl_ha_checkpoint_add(j->d->cfg.ha, j->id, id, dir, retain, err, errlen);
+}
+
+static int64_t ha_next_id(void *ctx) {
+    djob_t *j = ctx;
+    int64_t next = 0;
+    char err[512];
+    if (sl_ha_counter_get(j->d->cfg.ha, j->id, &next, err, sizeof err) < 0) {
+        fprintf(stderr, "sluice jobmanager: job %s: %s\n", j->id, err);
+        return 0;
+    }
+    return next;
+}
+
+static int ha_latest(void *ctx, char *dir, size_t cap) {
+    djob_t *j = ctx;
+    int64_t id;
+    char err[512];
+    int rc = sl_ha_checkpoint_latest(j->d->cfg.ha, j->id, &id, dir, cap, err, sizeof err);
+    if (rc < 0 && rc != SL_ENOTFOUND) fprintf(stderr, "sluice jobmanager: job %s: %s\n", j->id, err);
+    return rc;
+}
+
+static int ha_check_leadership(void *ctx, char *err, size_t errlen) {
+    djob_t *j = ctx;
+    int rc = sl_ha_election_leading(j->d->cfg.ha, err, errlen);
+    if (rc == 0) rc = sl_errf(err, errlen, SL_ESTATE, "this JobManager is no longer the leader");
+    return rc < 0 ? rc : 0;
+}
+
+/* The session is lost: stop acting.  Every job is suspended (its
+ * checkpoints and its entry in the job graph store stay, for the next
+ * leader) and every TaskManager dropped, so that no subtask waits for
+ * this JobManager.  Loop thread. */
+static void lost(sl_dispatcher_t *d, dtm_t *t, const char *why);
+
+static void suspend_all(sl_dispatcher_t *d) {
+    pthread_mutex_lock(&d->mu);
+    bool first = !d->deposed;
+    d->deposed = true;
+    sl_job_master_t *jms[MAX_JOBS];
+    int n = 0;
+    for (int i = 0; first && i < d->njobs; i++)
+        if (!d->jobs[i]->done) jms[n++] = d->jobs[i]->jm;
+    dtm_t *tms[MAX_TMS];
+    int nt = 0;
+    for (int i = 0; first && i < d->ntms; i++)
+        if (d->tms[i]->alive) tms[nt++] = d->tms[i];
+    pthread_mutex_unlock(&d->mu);
+    if (!first) return;
+    fprintf(stderr, "sluice jobmanager: lost the ZooKeeper session: no longer the leader; suspending %d job%s\n", n,
+            n == 1 ? "" : "s");
+    for (int i = 0; i < n; i++) sl_jm_suspend(jms[i]);
+    for (int i = 0; i < nt; i++) lost(d, tms[i], "this JobManager is no longer the leader");
+}
+
+bool sl_dispatcher_deposed(sl_dispatcher_t *d) {
+    pthread_mutex_lock(&d->mu);
+    bool r = d->deposed;
+    pthread_mutex_unlock(&d->mu);
+    return r;
+}
+
 static void *job_main(void *arg) {
     djob_t *j = arg;
     sl_jm_run(j->jm, &j->res);
+    if (j->d->cfg.ha && !sl_jm_suspended(j->jm)) { /* finished, cancelled or failed for good: no leader resumes it */
+        char err[600];
+        if (sl_ha_job_remove(j->d->cfg.ha, j->id, err, sizeof err) < 0)
+            fprintf(stderr, "sluice jobmanager: job %s: could not remove it from the HA stores: %s\n", j->id, err);
+    }
     pthread_mutex_lock(&j->d->mu);
     j->done = true;
     j->end_ms = sl_wall_ms();
@@ -368,8 +456,12 @@ static void *job_main(void *arg) {
     return NULL;
 }
 
-int sl_dispatcher_submit(sl_dispatcher_t *d, const char *artifact, int nargs, char **args, const char *restore_path,
-                         bool allow_nrs, char *job_id, size_t idcap, char *err, size_t errlen) {
+/* Submits a job under id (NULL: a new random one); recovered: it comes
+ * from the job graph store (HA), restore_path its latest checkpoint. */
+static int submit_as(sl_dispatcher_t *d, const char *given_id, bool recovered, const char *artifact, int nargs,
+                     char **args, const char *restore_path, bool allow_nrs, char *job_id, size_t idcap, char *err,
+                     size_t errlen) {
+    if (sl_dispatcher_deposed(d)) return sl_errf(err, errlen, SL_ESTATE, "this JobManager is no longer the leader");
     sl_plan_t *plan = NULL;
     int rc = d->cfg.compile(d->cfg.compile_ctx, artifact, nargs, args, &plan, err, errlen);
     if (rc < 0) return rc;
@@ -384,6 +476,32 @@ int sl_dispatcher_submit(sl_dispatcher_t *d, const char *artifact, int nargs, ch
     uint8_t rnd[16];
     RAND_bytes(rnd, sizeof rnd);
     for (int i = 0; i < 16; i++) snprintf(j->id + 2 * i, 3, "%02x", rnd[i]);
+    if (given_id) snprintf(j->id, sizeof j->id, "%s", given_id);
+    char stored[4400];
+    if (d->cfg.ha) {
+        j->ha = (sl_jm_ha_t){.ctx = j,
+                             .issue_checkpoint_id = ha_issue,
+                             .checkpoint_completed = ha_completed,
+                             .next_checkpoint_id = ha_next_id,
+                             .latest_checkpoint = ha_latest,
+                             .check_leadership = ha_check_leadership};
+        if (!recovered) { /* into the job graph store before it runs: a new leader would run it again */
+            sl_ha_job_t hj = {.artifact = (char *)artifact,
+                              .nargs = nargs,
+                              .args = args,
+                              .restore_path = (char *)restore_path,
+                              .allow_nrs = allow_nrs};
+            snprintf(hj.id, sizeof hj.id, "%s", j->id);
+            rc = sl_ha_job_put(d->cfg.ha, &hj, stored, sizeof stored, err, errlen);
+            if (rc < 0) {
+                sl_plan_free(plan);
+                sl_free(plan);
+                sl_free(j);
+                return rc;
+            }
+            artifact = stored; /* the copy in high-availability.storageDir outlives this process */
+        }
+    }
     sl_jm_config_t jc = {.artifact = artifact,
                          .nargs = nargs,
                          .args = args,
@@ -392,7 +510,8 @@ int sl_dispatcher_submit(sl_dispatcher_t *d, const char *artifact, int nargs, ch
                          .list_taskmanagers = list_tms,
                          .list_ctx = d,
                          .slot_request_timeout_ms = d->cfg.slot_request_timeout_ms,
-                         .evenly_spread_out_slots = d->cfg.evenly_spread_out_slots};
+                         .evenly_spread_out_slots = d->cfg.evenly_spread_out_slots,
+                         .ha = d->cfg.ha ? &j->ha : NULL};
     rc = sl_jm_new(plan, &jc, &j->jm, err, errlen);
     sl_plan_free(plan);
     sl_free(plan);
@@ -413,8 +532,50 @@ int sl_dispatcher_submit(sl_dispatcher_t *d, const char *artifact, int nargs, ch
     pthread_mutex_unlock(&d->mu);
     if (pthread_create(&j->thread, NULL, job_main, j) != 0) abort();
     snprintf(job_id, idcap, "%s", j->id);
-    fprintf(stderr, "sluice jobmanager: job %s (%s) submitted: %s\n", j->id, sl_jm_job_name(j->jm), artifact);
+    fprintf(stderr, "sluice jobmanager: job %s (%s) %s: %s%s%s\n", j->id, sl_jm_job_name(j->jm),
+            recovered ? "recovered" : "submitted", artifact, restore_path ? ", from " : "",
+            restore_path ? restore_path : "");
     return 0;
+}
+
+int sl_dispatcher_submit(sl_dispatcher_t *d, const char *artifact, int nargs, char **args, const char *restore_path,
+                         bool allow_nrs, char *job_id, size_t idcap, char *err, size_t errlen) {
+    return submit_as(d, NULL, false, artifact, nargs, args, restore_path, allow_nrs, job_id, idcap, err, errlen);
+}
+
+int sl_dispatcher_recover_jobs(sl_dispatcher_t *d, char *err, size_t errlen) {
+    if (!d->cfg.ha) return 0;
+    char **ids;
+    int n, rc = sl_ha_job_ids(d->cfg.ha, &ids, &n, err, errlen);
+    if (rc < 0) return rc;
+    int recovered = 0;
+    for (int i = 0; i < n && rc >= 0; i++) {
+        sl_ha_job_t hj;
+        char e[1024], dir[4200], id[64];
+        int64_t ck = 0;
+        rc = sl_ha_job_get(d->cfg.ha, ids[i], &hj, err, errlen);
+        if (rc == SL_ENOTFOUND) { /* removed meanwhile (it ended) */
+            rc = 0;
+            continue;
+        }
+        if (rc < 0) break;
+        int lrc = sl_ha_checkpoint_latest(d->cfg.ha, hj.id, &ck, dir, sizeof dir, e, sizeof e);
+        if (lrc < 0 && lrc != SL_ENOTFOUND) {
+            rc = sl_errf(err, errlen, lrc, "job %s: %s", hj.id, e);
+            sl_ha_job_clear(&hj);
+            break;
+        }
+        const char *from = lrc == 0 ? dir : hj.restore_path;
+        int src = submit_as(d, hj.id, true, hj.artifact, hj.nargs, hj.args, from, hj.allow_nrs, id, sizeof id, e,
+                            sizeof e);
+        if (src < 0) /* it cannot run here (its artifact is gone, ...): reported, the others go on */
+            fprintf(stderr, "sluice jobmanager: could not recover job %s: %s\n", hj.id, e);
+        else
+            recovered++;
+        sl_ha_job_clear(&hj);
+    }
+    sl_zk_free_names(ids, n);
+    return rc < 0 ? rc : recovered;
 }
 
 /* d->mu held. */
@@ -1147,7 +1308,8 @@ void sl_dispatcher_destroy(sl_dispatcher_t *d) {
     pthread_mutex_lock(&d->mu);
     int n = d->njobs;
     pthread_mutex_unlock(&d->mu);
-    for (int i = 0; i < n; i++) sl_jm_cancel(d->jobs[i]->jm);
+    /* with HA a JobManager that stops only suspends its jobs: the next leader resumes them */
+    for (int i = 0; i < n; i++) (d->cfg.ha ? sl_jm_suspend : sl_jm_cancel)(d->jobs[i]->jm);
     for (int i = 0; i < n; i++) pthread_join(d->jobs[i]->thread, NULL);
     if (d->rpc) sl_rpc_destroy(d->rpc); /* the timer dies with it */
     for (int i = 0; i < d->njobs; i++) {

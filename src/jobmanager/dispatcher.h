@@ -49,6 +49,13 @@ typedef struct sl_dispatcher_config {
     /* metrics.reporter.prom.port when metrics.reporter.prom.enabled: a
      * port or a range ("9249-9260"); NULL: no Prometheus endpoint */
     const char *prom_port;
+    /* High availability (src/ha/ha_services.h): the services of a
+     * JobManager that was elected leader (NULL: none).  Then REGISTERED
+     * carries the leader's fencing token, every submitted job goes into the
+     * job graph store, its checkpoint ids come from the counter and its
+     * completed checkpoints go into the store; when the ZooKeeper session is
+     * lost the dispatcher stops acting (sl_dispatcher_deposed).  Not owned. */
+    struct sl_ha *ha;
 } sl_dispatcher_config_t;
 
 int sl_dispatcher_new(const sl_dispatcher_config_t *cfg, sl_dispatcher_t **out, char *err, size_t errlen);
@@ -61,7 +68,16 @@ int sl_dispatcher_prom_port(const sl_dispatcher_t *d);
  * --allowNonRestoredState.  Any thread. */
 int sl_dispatcher_submit(sl_dispatcher_t *d, const char *artifact, int nargs, char **args, const char *restore_path,
                          bool allow_nrs, char *job_id, size_t idcap, char *err, size_t errlen);
-/* Cancels every job, waits for them, stops the servers. */
+/* With high availability: restarts every job of the job graph store (a new
+ * leader's first act), each from its latest completed checkpoint, under
+ * its id.  Returns how many, or < 0.  Any thread. */
+int sl_dispatcher_recover_jobs(sl_dispatcher_t *d, char *err, size_t errlen);
+/* With high availability: true once the ZooKeeper session was lost; the
+ * dispatcher has then suspended its jobs and dropped its TaskManagers, and
+ * only sl_dispatcher_destroy is left to call.  Any thread. */
+bool sl_dispatcher_deposed(sl_dispatcher_t *d);
+/* Cancels every job (with high availability: suspends it, for the next
+ * leader), waits for them, stops the servers. */
 void sl_dispatcher_destroy(sl_dispatcher_t *d);
 
 #endif

@@ -98,6 +98,10 @@ struct sl_job_master {
     sl_jm_exception_t exc[JM_EXCEPTIONS_KEPT];   /* ring, by nexc (under mu) */
     int64_t nexc;
     sl_job_metrics_t *live;     /* live metrics (job_metrics.h) */
+    /* high availability (sl_jm_config_t.ha): the stores outside this process */
+    sl_jm_ha_t ha;
+    bool has_ha;
+    bool suspended;             /* sl_jm_suspend: this JobManager stopped leading (under mu) */
 };
 
 /* sp_mu held. */
@@ -263,6 +267,13 @@ static int hook_prepare(void *ctx, int64_t id, int64_t ts, int kind, char *err, 
             return sl_errf(err, errlen, SL_ESTATE, "a savepoint needs execution.checkpointing.dir");
         }
     }
+    if (jm->has_ha && jm->ha.issue_checkpoint_id) { /* never an id another leader issued, nor twice */
+        int hrc = jm->ha.issue_checkpoint_id(jm->ha.ctx, id, err, errlen);
+        if (hrc < 0) {
+            if (sl_snap_is_savepoint(kind)) sp_end(jm, id, err);
+            return hrc;
+        }
+    }
     if (!jm->storage) return 0;
     int rc = jm->storage->ops->create_checkpoint(jm->storage, id, err, errlen);
     if (rc < 0) return rc;
@@ -319,6 +330,13 @@ static int hook_finalize(void *ctx, int64_t id, int kind, char *err, size_t errl
     pthread_mutex_unlock(&jm->ckpt_mu);
     if (!md) return sl_errf(err, errlen, SL_ESTATE, "checkpoint %lld: no metadata being assembled", (long long)id);
     md->completion_ts = sl_wall_ms();
+    if (jm->has_ha && jm->ha.check_leadership) { /* a deposed leader writes no _metadata */
+        int hrc = jm->ha.check_leadership(jm->ha.ctx, err, errlen);
+        if (hrc < 0) {
+            sl_ckpt_metadata_free(md);
+            return hrc;
+        }
+    }
     if (sl_snap_is_savepoint(kind)) {
         char dir[4096] = "", loc[4200] = "";
         pthread_mutex_lock(&jm->sp_mu);
@@ -336,6 +354,12 @@ static int hook_finalize(void *ctx, int64_t id, int kind, char *err, size_t errl
     int rc = jm->storage->ops->commit(jm->storage, md, err, errlen);
     sl_ckpt_metadata_free(md);
     if (rc < 0) return rc;
+    if (jm->has_ha && jm->ha.checkpoint_completed) { /* the pointer goes in after _metadata is written */
+        char dir[4200];
+        snprintf(dir, sizeof dir, "%s/%s/chk-%lld", jm->plan->cfg.ckpt_dir, jm->plan->job_id, (long long)id);
+        rc = jm->ha.checkpoint_completed(jm->ha.ctx, id, dir, jm->plan->cfg.ckpt_retained, err, errlen);
+        if (rc < 0) return rc;
+    }
     char rerr[256];
     sl_ckpt_storage_retain(jm->storage, jm->plan->cfg.ckpt_retained, rerr, sizeof rerr); /* best effort */
     return 0;
@@ -461,6 +485,20 @@ void sl_jm_cancel(sl_job_master_t *jm) {
     pthread_cond_broadcast(&jm->cv);
     pthread_mutex_unlock(&jm->mu);
     if (first) cancel_everywhere(jm, attempt, "cancelled");
+}
+
+void sl_jm_suspend(sl_job_master_t *jm) {
+    pthread_mutex_lock(&jm->mu);
+    jm->suspended = true;
+    pthread_mutex_unlock(&jm->mu);
+    sl_jm_cancel(jm);
+}
+
+bool sl_jm_suspended(sl_job_master_t *jm) {
+    pthread_mutex_lock(&jm->mu);
+    bool s = jm->suspended;
+    pthread_mutex_unlock(&jm->mu);
+    return s;
 }
 
 /* ---- scheduling ---- */
@@ -731,6 +769,10 @@ static int run_attempt(sl_job_master_t *jm, sl_job_result_t *res) {
          * transaction name is reused */
         if (jm->restore_path) sl_coordinator_set_next_id(coord, jm->restore_id + 1);
         sl_coordinator_set_next_id(coord, jm->next_ckpt_id);
+        if (jm->has_ha && jm->ha.next_checkpoint_id) { /* above every id any leader issued */
+            int64_t n = jm->ha.next_checkpoint_id(jm->ha.ctx);
+            if (n > 0) sl_coordinator_set_next_id(coord, n);
+        }
         pthread_mutex_lock(&jm->coord_mu);
         jm->coord = coord;
         note_attempt_start(jm);
@@ -800,6 +842,8 @@ static int run_attempt(sl_job_master_t *jm, sl_job_result_t *res) {
     return 0;
 }
 
+static void backoff(sl_job_master_t *jm, int64_t ms);
+
 /* Before a restart: the latest completed checkpoint of this job (if any)
  * becomes the state to restore. */
 static int prepare_restart(sl_job_master_t *jm, char *err, size_t errlen) {
@@ -813,6 +857,21 @@ static int prepare_restart(sl_job_master_t *jm, char *err, size_t errlen) {
         return 0;
     }
     if (!p->cfg.ckpt_dir[0]) return 0;
+    if (jm->has_ha && jm->ha.latest_checkpoint) { /* the completed checkpoint store decides */
+        char dir[4200];
+        int rc = SL_EIO;
+        /* ZooKeeper unreachable: wait for it; if this JobManager's session is
+         * lost meanwhile, the dispatcher suspends the job, which ends the wait */
+        for (int tries = 0; rc == SL_EIO && !cancel_requested(jm); tries++) {
+            if (tries) backoff(jm, 500);
+            rc = jm->ha.latest_checkpoint(jm->ha.ctx, dir, sizeof dir);
+        }
+        if (rc == SL_ENOTFOUND) return 0;
+        if (rc < 0) return sl_errf(err, errlen, rc, "restart: the completed checkpoint store cannot be read");
+        sl_free(jm->restore_path);
+        jm->restore_path = sl_strdup(dir);
+        return 0;
+    }
     sl_ckpt_storage_t *st = NULL;
     char serr[600];
     if (sl_ckpt_storage_open(p->cfg.ckpt_dir, p->job_id, &st, serr, sizeof serr) < 0) return 0;
@@ -890,6 +949,16 @@ int sl_jm_run(sl_job_master_t *jm, sl_job_result_t *res) {
                         p->job_name, res->err, sl_restart_kind_name(p->cfg.restart.kind), res->restarts,
                         res->restarts == 1 ? "" : "s");
             sl_restart_free(&strat);
+            pthread_mutex_lock(&jm->mu);
+            bool suspended = jm->suspended;
+            pthread_mutex_unlock(&jm->mu);
+            if (suspended) { /* not the job's end: the next leader goes on from its checkpoints */
+                res->rc = SL_ECANCELED;
+                snprintf(res->err, sizeof res->err, "job '%s' was suspended: this JobManager is no longer the leader",
+                         p->job_name);
+                set_status(jm, "SUSPENDED");
+                return SL_ECANCELED;
+            }
             end_of_job_checkpoints(jm, rc);
             res->rc = rc;
             set_status(jm, rc == 0 ? "FINISHED" : rc == SL_ECANCELED ? "CANCELED" : "FAILED");
@@ -951,6 +1020,10 @@ int sl_jm_new(const sl_plan_t *plan, const sl_jm_config_t *cfg, sl_job_master_t 
     jm->list_ctx = cfg ? cfg->list_ctx : NULL;
     jm->slot_wait_ms = cfg ? cfg->slot_request_timeout_ms : 0;
     jm->evenly = cfg && cfg->evenly_spread_out_slots;
+    if (cfg && cfg->ha) {
+        jm->ha = *cfg->ha;
+        jm->has_ha = true;
+    }
     pthread_mutex_init(&jm->mu, NULL);
     pthread_cond_init(&jm->cv, NULL);
     pthread_mutex_init(&jm->ckpt_mu, NULL);

@@ -42,6 +42,32 @@ typedef struct sl_jm_taskmanager {
     int data_port;
 } sl_jm_taskmanager_t;
 
+/* High availability (the dispatcher wires src/ha/'s stores in here): the
+ * checkpoint id counter and the completed checkpoint store live outside
+ * the job master, so a new leader goes on where this one stopped.  Each
+ * hook runs on the coordinator's or the run thread; ctx is the caller's. */
+typedef struct sl_jm_ha {
+    void *ctx;
+    /* Before checkpoint (or savepoint) id is triggered: issue the id; < 0
+     * refuses it (it was issued already: this JobManager is no longer the
+     * one running the job) and the checkpoint is aborted with err. */
+    int (*issue_checkpoint_id)(void *ctx, int64_t id, char *err, size_t errlen);
+    /* Checkpoint id's _metadata is written in dir: add it to the completed
+     * checkpoint store (keeping `retain`); < 0 fails the checkpoint, which
+     * is then not acknowledged to any task. */
+    int (*checkpoint_completed)(void *ctx, int64_t id, const char *dir, int retain, char *err, size_t errlen);
+    /* At each attempt's start: the first id this job may issue (<= 0: no
+     * opinion). */
+    int64_t (*next_checkpoint_id)(void *ctx);
+    /* Before a restart: the latest completed checkpoint's directory; 0, or
+     * SL_ENOTFOUND when there is none. */
+    int (*latest_checkpoint)(void *ctx, char *dir, size_t cap);
+    /* Before a checkpoint's _metadata is written: < 0 when this JobManager
+     * cannot show it still leads (one round trip to ZooKeeper), and the
+     * checkpoint is aborted. */
+    int (*check_leadership)(void *ctx, char *err, size_t errlen);
+} sl_jm_ha_t;
+
 typedef struct sl_jm_config {
     const char *artifact;        /* what TaskManagers build the job from ("" in embedded mode) */
     int nargs;
@@ -62,6 +88,8 @@ typedef struct sl_jm_config {
     /* cluster.evenly-spread-out-slots: each slot from the least used
      * TaskManager, instead of filling one TaskManager after the other */
     bool evenly_spread_out_slots;
+    /* high availability; NULL: none (copied) */
+    const sl_jm_ha_t *ha;
 } sl_jm_config_t;
 
 /* Takes a copy of plan (encoded and decoded: what a cluster ships). */
@@ -73,6 +101,12 @@ int sl_jm_run(sl_job_master_t *jm, sl_job_result_t *res);
 /* A message from a TaskManager (ownership passes). */
 void sl_jm_handle(sl_job_master_t *jm, sl_msg_t *m);
 void sl_jm_cancel(sl_job_master_t *jm);
+/* Cancels the job because this JobManager stopped leading (high
+ * availability): as sl_jm_cancel, but its checkpoints stay whatever the
+ * retention says (the next leader restores the latest) and sl_jm_run ends
+ * with SL_ECANCELED and sl_jm_suspended true.  Any thread. */
+void sl_jm_suspend(sl_job_master_t *jm);
+bool sl_jm_suspended(sl_job_master_t *jm);
 /* Starts a savepoint of the running attempt into a new directory under
  * dir (absolute; NULL or "": execution.checkpointing.savepoint-dir); kind
  * is SL_SNAP_SAVEPOINT, or SL_SNAP_SAVEPOINT_SUSPEND / _TERMINATE to stop

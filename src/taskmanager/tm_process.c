@@ -47,7 +47,19 @@ struct sl_tm_process {
     int64_t hb_seq;
     bool stop;
     char artifacts[4096];        /* the artifact cache (created at the first download; "" until then) */
+    /* the JobManager followed (under mu): jm_host:jm_port, or with HA the
+     * leader retrieved, whose fencing token REGISTERED must carry */
+    char target_host[256], token[64];
+    int target_port;
 };
+
+/* The JobManager followed now (any thread). */
+static void target(sl_tm_process_t *p, char *host, size_t cap, int *port) {
+    pthread_mutex_lock(&p->mu);
+    snprintf(host, cap, "%s", p->target_host);
+    *port = p->target_port;
+    pthread_mutex_unlock(&p->mu);
+}
 
 static int64_t now_ms(void) { return sl_mono_ns() / 1000000; }
 
@@ -122,8 +134,27 @@ static void on_message(void *ctx, sl_rpc_conn_t *conn, const uint8_t *bytes, siz
         return;
     }
     pthread_mutex_lock(&p->mu);
-    p->last_jm_hb_ms = now_ms(); /* any message shows the JobManager alive */
+    bool current = conn == p->conn;
+    if (current) p->last_jm_hb_ms = now_ms(); /* any message shows the JobManager alive */
+    bool fenced = p->cfg.leader && (!current || (m->type != SL_MSG_REGISTERED && !p->registered));
+    char token[64];
+    snprintf(token, sizeof token, "%s", p->token);
     pthread_mutex_unlock(&p->mu);
+    if (fenced) { /* HA: only the leader this TaskManager registered with is heard */
+        fprintf(stderr, "sluice taskmanager %s: refused a %s message from %s: not the leader it follows\n", p->id,
+                sl_msg_type_name(m->type), sl_rpc_conn_peer(conn));
+        sl_msg_destroy(m);
+        return;
+    }
+    if (m->type == SL_MSG_REGISTERED && p->cfg.leader && m->u.registered.accepted &&
+        strcmp(m->u.registered.jm_id ? m->u.registered.jm_id : "", token)) {
+        fprintf(stderr, "sluice taskmanager %s: the JobManager at %s is not the leader (fencing token %s, the leader's "
+                        "is %s); closing the connection\n",
+                p->id, sl_rpc_conn_peer(conn), m->u.registered.jm_id ? m->u.registered.jm_id : "", token);
+        sl_msg_destroy(m);
+        sl_rpc_close(conn, "fencing token mismatch");
+        return;
+    }
     if (m->type == SL_MSG_REGISTERED) {
         pthread_mutex_lock(&p->mu);
         p->registered = m->u.registered.accepted;
@@ -156,9 +187,12 @@ static void on_closed(void *ctx, sl_rpc_conn_t *conn, const char *why) {
         p->next_connect_ms = now_ms() + 1000;
     }
     pthread_mutex_unlock(&p->mu);
+    char host[256];
+    int port;
+    target(p, host, sizeof host, &port);
     if (current) {
         char msg[600];
-        snprintf(msg, sizeof msg, "lost the JobManager at %s:%d (%s)", p->jm_host, p->cfg.jm_port, why);
+        snprintf(msg, sizeof msg, "lost the JobManager at %s:%d (%s)", host, port, why);
         if (was) fprintf(stderr, "sluice taskmanager %s: %s; connecting again\n", p->id, msg);
         enqueue(p, ITEM_JM_LOST, NULL, 0, msg);
         sl_rpc_conn_release(conn);
@@ -168,7 +202,10 @@ static void on_closed(void *ctx, sl_rpc_conn_t *conn, const char *why) {
 static void connect_jm(sl_tm_process_t *p) {
     sl_rpc_callbacks_t cbs = {.on_open = on_open, .on_message = on_message, .on_closed = on_closed, .ctx = p};
     sl_rpc_conn_t *conn = NULL;
-    if (sl_rpc_connect(p->rpc, p->jm_host, p->cfg.jm_port, &cbs, &conn) == 0) {
+    char host[256];
+    int port;
+    target(p, host, sizeof host, &port);
+    if (port > 0 && sl_rpc_connect(p->rpc, host, port, &cbs, &conn) == 0) {
         pthread_mutex_lock(&p->mu);
         p->conn = conn;
         p->last_jm_hb_ms = now_ms();
@@ -194,8 +231,38 @@ static void process_figures(sl_msg_heartbeat_t *h) {
     if (f) fclose(f);
 }
 
+/* HA: a new leader is followed at once; the old one is dropped (its
+ * tasks cancelled, as when a JobManager is lost).  Loop thread. */
+static void follow_leader(sl_tm_process_t *p) {
+    char host[256] = "", token[64] = "";
+    int port = 0;
+    if (!p->cfg.leader(p->cfg.leader_ctx, host, sizeof host, &port, token, sizeof token)) return;
+    pthread_mutex_lock(&p->mu);
+    bool changed = strcmp(token, p->token) || strcmp(host, p->target_host) || port != p->target_port;
+    sl_rpc_conn_t *old = changed ? p->conn : NULL;
+    bool was = p->registered;
+    if (changed) {
+        snprintf(p->target_host, sizeof p->target_host, "%s", host);
+        snprintf(p->token, sizeof p->token, "%s", token);
+        p->target_port = port;
+        p->conn = NULL;
+        p->registered = false;
+        p->next_connect_ms = 0;
+    }
+    pthread_mutex_unlock(&p->mu);
+    if (!changed) return;
+    fprintf(stderr, "sluice taskmanager %s: following the leader at %s:%d (fencing token %s)\n", p->id, host, port,
+            token);
+    if (old) {
+        if (was) enqueue(p, ITEM_JM_LOST, NULL, 0, "the JobManager is no longer the leader");
+        sl_rpc_close(old, "another JobManager leads");
+        sl_rpc_conn_release(old);
+    }
+}
+
 static void on_tick(void *ctx) {
     sl_tm_process_t *p = ctx;
+    if (p->cfg.leader) follow_leader(p);
     int64_t now = now_ms();
     pthread_mutex_lock(&p->mu);
     bool connect = !p->conn && now >= p->next_connect_ms && !p->stop;
@@ -245,9 +312,10 @@ static int resolve_fetching(void *ctx, const sl_msg_deploy_t *d, const sl_plan_t
                            tmp && *tmp ? tmp : "/tmp", strerror(e));
         }
     }
-    char path[4400];
-    int rc = sl_artifact_fetch(p->rpc, p->jm_host, p->cfg.jm_port, d->job_id, p->artifacts, 60000, path, sizeof path,
-                               err, errlen);
+    char path[4400], host[256];
+    int port;
+    target(p, host, sizeof host, &port); /* the JobManager that deployed it */
+    int rc = sl_artifact_fetch(p->rpc, host, port, d->job_id, p->artifacts, 60000, path, sizeof path, err, errlen);
     if (rc < 0) return rc;
     sl_msg_deploy_t local = *d; /* the same deployment, built from the local copy */
     local.artifact = path;
@@ -278,6 +346,10 @@ int sl_tm_process_new(const sl_tm_process_config_t *cfg, sl_tm_process_t **out, 
     p->jm_host = sl_strdup(cfg->jm_host ? cfg->jm_host : "127.0.0.1");
     p->secret = sl_strdup(cfg->secret ? cfg->secret : "");
     p->host = sl_strdup(cfg->host && cfg->host[0] ? cfg->host : "127.0.0.1");
+    if (!cfg->leader) { /* without HA: the configured JobManager, always */
+        snprintf(p->target_host, sizeof p->target_host, "%s", p->jm_host);
+        p->target_port = cfg->jm_port;
+    }
     if (p->cfg.slots < 1) p->cfg.slots = 1;
     if (p->cfg.heartbeat_interval_ms <= 0) p->cfg.heartbeat_interval_ms = 10000;
     if (p->cfg.heartbeat_timeout_ms <= 0) p->cfg.heartbeat_timeout_ms = 50000;

@@ -10,6 +10,12 @@
  * came for heartbeat.timeout — it cancels its tasks and connects again
  * every second, registering anew once the JobManager answers.
  *
+ * With high availability (`leader` set) it follows the leader instead of
+ * a fixed address: when the published leader changes it drops the old
+ * JobManager (cancelling its tasks) and registers with the new one, and it
+ * accepts a JobManager only if its REGISTERED carries the leader's fencing
+ * token; messages from any other connection are refused.
+ *
  * Threads: the RPC loop thread (connection, heartbeats), the worker thread
  * (deployments), the data plane's loop thread; new/destroy from the thread
  * that owns the process.
@@ -40,6 +46,11 @@ typedef struct sl_tm_process_config {
     /* metrics.reporter.prom.port when metrics.reporter.prom.enabled (a port
      * or a range); NULL: no Prometheus endpoint */
     const char *prom_port;
+    /* High availability: the leader now (false while none is known), its
+     * RPC address and fencing token; called on the RPC loop thread every
+     * tick, must not block.  NULL: jm_host:jm_port. */
+    bool (*leader)(void *ctx, char *host, size_t hcap, int *port, char *token, size_t tcap);
+    void *leader_ctx;
 } sl_tm_process_config_t;
 
 int sl_tm_process_new(const sl_tm_process_config_t *cfg, sl_tm_process_t **out, char *err, size_t errlen);
