@@ -284,8 +284,32 @@ void sl_deployment_task_final(sl_deployment_t *dep, sl_task_t *t) {
 }
 
 /* TASK_STATE for t: its outcome, its operators' counters and, when it
- * finished, the final operator state that later checkpoints carry. */
+ * finished, the final operator state that later checkpoints carry.  That
+ * state is inline in the message: a task whose final state cannot fit fails
+ * with a message naming it (instead of a message that cannot be sent). */
+#define FINAL_STATE_HEADROOM (64u << 10) /* the rest of the message */
 static void report_end(sl_deployment_t *dep, sl_task_t *t, int state) {
+    if (state == SL_TASK_FINISHED) { /* the final operator state travels inline: it must fit a message */
+        pthread_mutex_lock(&dep->ckpt_mu);
+        sl_buf_t *fb = dep->final_state[local_slot(t)];
+        size_t total = 0, big_len = 0;
+        int big = 0;
+        for (int k = 0; fb && k < t->nops; k++) {
+            total += fb[k].len;
+            if (fb[k].len > big_len) big_len = fb[k].len, big = k;
+        }
+        pthread_mutex_unlock(&dep->ckpt_mu);
+        if (total + FINAL_STATE_HEADROOM > SL_MSG_MAX_FRAME) {
+            state = SL_TASK_FAILED;
+            t->rc = SL_EINVAL;
+            snprintf(t->err, sizeof t->err,
+                     "task %s finished with %zu bytes of operator state (operator '%s': %zu), over the %u bytes "
+                     "a finished task's final state can have (it travels in one control message); let the "
+                     "operator clear its state when its input ends (end_input)",
+                     t->name, total, node_uid(dep, dep->plan->vertices[t->vertex].nodes[big]), big_len,
+                     SL_MSG_MAX_FRAME - FINAL_STATE_HEADROOM);
+        }
+    }
     if (t->start_ns) send_metrics(dep, t); /* ordered before the end on the same transport */
     sl_msg_t *m = sl_msg_new(SL_MSG_TASK_STATE);
     sl_msg_task_state_t *ts = &m->u.task_state;
