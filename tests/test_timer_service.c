@@ -1,4 +1,7 @@
-/* test_timer_service.c — keyed timers per key group. */
+/* test_timer_service.c — keyed timers per key group: hand-written cases,
+ * then random operations (register, delete, replace, pop, re-registering
+ * a just-popped timer, snapshots kept across changes) against a naive
+ * model. */
 #include "test.h"
 
 #include "common/common.h"
@@ -283,7 +286,7 @@ TEST(many_timers_sorted) {
 
 typedef struct rtimer {
     int d, kg;
-    uint8_t key[8], ns[8];
+    uint8_t key[8], ns[16];
     uint32_t klen, nslen;
     int64_t ts;
 } rtimer_t;
@@ -296,11 +299,14 @@ static uint64_t rnd(void) {
     return rng;
 }
 
+static bool rsame(const rtimer_t *a, const rtimer_t *b) {
+    return a->d == b->d && a->kg == b->kg && a->ts == b->ts && a->klen == b->klen &&
+           memcmp(a->key, b->key, a->klen) == 0 && a->nslen == b->nslen && memcmp(a->ns, b->ns, a->nslen) == 0;
+}
+
 static int rfind(const rtimer_t *m, int n, const rtimer_t *t) {
     for (int i = 0; i < n; i++)
-        if (m[i].d == t->d && m[i].kg == t->kg && m[i].ts == t->ts && m[i].klen == t->klen &&
-            memcmp(m[i].key, t->key, t->klen) == 0 && m[i].nslen == t->nslen && memcmp(m[i].ns, t->ns, t->nslen) == 0)
-            return i;
+        if (rsame(&m[i], t)) return i;
     return -1;
 }
 
@@ -312,7 +318,7 @@ typedef struct rkg {
 static int rkg_cb(void *c, const sl_timer_t *t) {
     rkg_t *r = c;
     rtimer_t x = {r->d, t->kg, {0}, {0}, t->keylen, t->nslen, t->ts};
-    if (t->keylen > 8 || t->nslen > 8) {
+    if (t->keylen > 8 || t->nslen > 16 || t->keyhash != sl_kg_key_hash(t->key, t->keylen)) {
         r->bad++;
         return 0;
     }
@@ -323,11 +329,61 @@ static int rkg_cb(void *c, const sl_timer_t *t) {
     return 0;
 }
 
+/* Every key group of the service against the model m[0..n): same timers
+ * (foreach visits each once; the model has no duplicates). */
+static void check_all_kgs(sl_timer_service_t *s, sl_kg_range_t range, const rtimer_t *m, int n) {
+    for (int d = 0; d < 2; d++) {
+        int64_t c = 0;
+        for (int i = 0; i < n; i++) c += m[i].d == d;
+        CHECK_EQ(sl_timers_count(s, (sl_time_domain_t)d), c);
+        int64_t visited = 0;
+        for (int g = range.start; g < range.end; g++) {
+            rkg_t r = {m, n, d, 0, 0};
+            CHECK_EQ(sl_timers_foreach_kg(s, (sl_time_domain_t)d, g, rkg_cb, &r), 0);
+            CHECK_EQ(r.bad, 0);
+            int64_t inkg = 0;
+            for (int i = 0; i < n; i++) inkg += m[i].d == d && m[i].kg == g;
+            CHECK_EQ(r.visited, inkg);
+            visited += r.visited;
+        }
+        CHECK_EQ(visited, c);
+    }
+}
+
+static int rreg(sl_timer_service_t *s, const rtimer_t *t, bool hashed) {
+    if (hashed)
+        return sl_timers_register_hashed(s, t->d, t->kg, sl_kg_key_hash(t->key, t->klen), t->key, t->klen, t->ns,
+                                         t->nslen, t->ts);
+    return sl_timers_register(s, t->d, t->kg, t->key, t->klen, t->ns, t->nslen, t->ts);
+}
+
+static int rdel(sl_timer_service_t *s, const rtimer_t *t, bool hashed) {
+    if (hashed)
+        return sl_timers_delete_hashed(s, t->d, t->kg, sl_kg_key_hash(t->key, t->klen), t->key, t->klen, t->ns,
+                                       t->nslen, t->ts);
+    return sl_timers_delete(s, t->d, t->kg, t->key, t->klen, t->ns, t->nslen, t->ts);
+}
+
+/* sl_timers_replace from o to nw (same domain, key group and key) checked
+ * against the model: delete o if present, then register nw if absent. */
+static void rreplace(sl_timer_service_t *s, rtimer_t *m, int *n, const rtimer_t *o, const rtimer_t *nw) {
+    int have_o = rfind(m, *n, o);
+    int want = have_o >= 0 ? 1 : 0;
+    if (have_o >= 0) m[have_o] = m[--*n];
+    if (rfind(m, *n, nw) < 0) {
+        want |= 2;
+        m[(*n)++] = *nw;
+    }
+    CHECK_EQ(sl_timers_replace(s, o->d, o->kg, sl_kg_key_hash(o->key, o->klen), o->key, o->klen, o->ns, o->nslen,
+                               o->ts, nw->ns, nw->nslen, nw->ts),
+             want);
+}
+
 static void random_run(uint64_t seed, int nops) {
     rng = seed;
     sl_kg_range_t range = {10, 50};
     sl_timer_service_t *s = sl_timer_service_new(128, range);
-    enum { NKEYS = 24 };
+    enum { NKEYS = 24, MAXN = 20000 };
     uint8_t keys[NKEYS][8];
     uint32_t klens[NKEYS];
     int kgs[NKEYS];
@@ -337,10 +393,14 @@ static void random_run(uint64_t seed, int nops) {
         kgs[i] = sl_kg_of_hash(sl_kg_key_hash(keys[i], klens[i]), 128);
         if (kgs[i] >= range.start && kgs[i] < range.end) i++;
     }
-    static rtimer_t m[20000];
+    static rtimer_t m[MAXN], snapm[MAXN];
     int n = 0;
     int64_t now[2] = {0, 0};
-    int pops = 0;
+    int pops = 0, replaces = 0, repops = 0, snaps = 0;
+    /* a snapshot in flight: the model when it was taken, checked after
+     * later changes (copy-on-write of replaced, popped, deleted timers) */
+    sl_timers_snapshot_t *snap = NULL;
+    int snapn = 0, snap_left = 0;
     for (int op = 0; op < nops; op++) {
         rtimer_t t = {0};
         t.d = (int)(rnd() % 2);
@@ -348,21 +408,49 @@ static void random_run(uint64_t seed, int nops) {
         t.kg = kgs[k];
         t.klen = klens[k];
         memcpy(t.key, keys[k], t.klen);
-        t.nslen = (uint32_t)(rnd() % 3) * 4; /* 0, 4 or 8 */
+        static const uint32_t nslens[4] = {0, 4, 8, 16};
+        t.nslen = nslens[rnd() % 4];
         for (uint32_t j = 0; j < t.nslen; j++) t.ns[j] = (uint8_t)(rnd() % 2);
         t.ts = now[t.d] + (int64_t)(rnd() % 64);
+        bool hashed = rnd() % 2;
         uint32_t what = (uint32_t)(rnd() % 100);
-        if (what < 45 && n < 20000) {
+        if (what < 34 && n < MAXN) {
             int have = rfind(m, n, &t);
-            CHECK_EQ(sl_timers_register(s, t.d, t.kg, t.key, t.klen, t.ns, t.nslen, t.ts), have < 0 ? 1 : 0);
+            CHECK_EQ(rreg(s, &t, hashed), have < 0 ? 1 : 0);
             if (have < 0) m[n++] = t;
-        } else if (what < 60) {
+        } else if (what < 44) {
             /* Delete one that exists (half the time) or a random one. */
             if (n && rnd() % 2) t = m[rnd() % (uint64_t)n];
             int have = rfind(m, n, &t);
-            CHECK_EQ(sl_timers_delete(s, t.d, t.kg, t.key, t.klen, t.ns, t.nslen, t.ts), have >= 0 ? 1 : 0);
+            CHECK_EQ(rdel(s, &t, hashed), have >= 0 ? 1 : 0);
             if (have >= 0) m[have] = m[--n];
-        } else if (what < 95) {
+        } else if (what < 54 && n < MAXN) {
+            /* Replace: from an existing timer (half the time) or a random
+             * one, to the same one, another existing one of the key, or a
+             * random (namespace, timestamp) -- later, as a session grows,
+             * or earlier. */
+            if (n && rnd() % 2) t = m[rnd() % (uint64_t)n];
+            rtimer_t nw = t;
+            uint32_t how = (uint32_t)(rnd() % 8);
+            if (how == 0) {
+                /* the same */
+            } else if (how == 1) {
+                for (int i = 0; i < n; i++)
+                    if (m[i].d == t.d && m[i].kg == t.kg && m[i].klen == t.klen &&
+                        memcmp(m[i].key, t.key, t.klen) == 0 && !rsame(&m[i], &t)) {
+                        nw = m[i];
+                        break;
+                    }
+            } else {
+                if (how < 5) nw.ts = t.ts + (int64_t)(rnd() % 40);
+                else nw.ts = now[t.d] + (int64_t)(rnd() % 64);
+                if (rnd() % 4 == 0) nw.nslen = nslens[rnd() % 4];
+                for (uint32_t j = 0; j < nw.nslen; j++)
+                    if (j >= t.nslen || rnd() % 4 == 0) nw.ns[j] = (uint8_t)(rnd() % 2);
+            }
+            rreplace(s, m, &n, &t, &nw);
+            replaces++;
+        } else if (what < 93) {
             int64_t bound = now[t.d] + (int64_t)(rnd() % 8);
             int64_t min = INT64_MAX;
             for (int i = 0; i < n; i++)
@@ -373,21 +461,48 @@ static void random_run(uint64_t seed, int nops) {
             CHECK_EQ(got, min <= bound);
             if (got) {
                 CHECK(out.ts == min);
+                CHECK(out.keyhash == sl_kg_key_hash(out.key, out.keylen));
                 rtimer_t x = {t.d, out.kg, {0}, {0}, out.keylen, out.nslen, out.ts};
-                CHECK(out.keylen <= 8 && out.nslen <= 8);
+                CHECK(out.keylen <= 8 && out.nslen <= 16);
                 memcpy(x.key, out.key, out.keylen);
                 memcpy(x.ns, out.ns, out.nslen);
                 int i = rfind(m, n, &x);
                 CHECK(i >= 0);
                 m[i] = m[--n];
                 pops++;
+                /* Right after a pop, with the popped timer's own bytes: it
+                 * is gone (delete finds nothing), can come back (register
+                 * adds it), or be replaced (nothing to remove). */
+                uint32_t after = (uint32_t)(rnd() % 8);
+                if (after == 0 && n < MAXN) {
+                    CHECK_EQ(sl_timers_register_hashed(s, t.d, out.kg, out.keyhash, out.key, out.keylen, out.ns,
+                                                       out.nslen, out.ts),
+                             1);
+                    m[n++] = x;
+                    repops++;
+                } else if (after == 1) {
+                    CHECK_EQ(sl_timers_delete(s, t.d, out.kg, out.key, out.keylen, out.ns, out.nslen, out.ts), 0);
+                    repops++;
+                } else if (after == 2 && n < MAXN) {
+                    rtimer_t nw = x;
+                    nw.ts += (int64_t)(rnd() % 3);
+                    CHECK_EQ(sl_timers_replace(s, t.d, out.kg, out.keyhash, out.key, out.keylen, out.ns, out.nslen,
+                                               out.ts, out.ns, out.nslen, nw.ts),
+                             rfind(m, n, &nw) < 0 ? 2 : 0);
+                    if (rfind(m, n, &nw) < 0) m[n++] = nw;
+                    repops++;
+                }
             }
             now[t.d] = bound; /* time moves on */
+        } else if (what < 95) {
+            if (!snap) {
+                CHECK_EQ(sl_timers_snapshot(s, &snap), 0);
+                memcpy(snapm, m, (size_t)n * sizeof *m);
+                snapn = n;
+                snap_left = (int)(rnd() % 400);
+            }
         } else {
             for (int d = 0; d < 2; d++) {
-                int64_t c = 0;
-                for (int i = 0; i < n; i++) c += m[i].d == d;
-                CHECK_EQ(sl_timers_count(s, (sl_time_domain_t)d), c);
                 int g = range.start + (int)(rnd() % (uint64_t)(range.end - range.start));
                 int64_t inkg = 0;
                 for (int i = 0; i < n; i++) inkg += m[i].d == d && m[i].kg == g;
@@ -397,8 +512,27 @@ static void random_run(uint64_t seed, int nops) {
                 CHECK_EQ(r.bad, 0);
             }
         }
+        if (snap && (snap_left-- == 0 || op == nops - 1)) {
+            /* The snapshot's blocks, restored into a new service, hold the
+             * model as it was when the snapshot was taken. */
+            sl_timer_service_t *r = sl_timer_service_new(128, range);
+            char err[256];
+            for (int g = range.start; g < range.end; g++) {
+                sl_buf_t b = {0};
+                CHECK_EQ(sl_timers_snapshot_write_kg(snap, g, &b), 0);
+                CHECK_EQ(sl_timers_restore_kg(r, g, b.p, b.len, err, sizeof err), 0);
+                sl_buf_free(&b);
+            }
+            check_all_kgs(r, range, snapm, snapn);
+            sl_timer_service_destroy(r);
+            sl_timers_snapshot_release(snap);
+            snap = NULL;
+            snaps++;
+        }
     }
     CHECK(pops > nops / 10);
+    CHECK(replaces > nops / 20 && repops > nops / 100 && snaps > 5);
+    check_all_kgs(s, range, m, n);
     /* Drain both domains and compare with the model, in order. */
     for (int d = 0; d < 2; d++) {
         sl_timer_t out;

@@ -92,6 +92,13 @@ typedef struct rcase {
     int fail_id;          /* the map fails once on the event with this id */
     atomic_int failed;
     atomic_int restored;  /* the source resumed from a checkpoint */
+    /* rescale mode: no restart; the failed job is restored by a second one
+     * at another parallelism.  The source waits at the start of the poll
+     * that holds the failing event (fail_batch) until a checkpoint has been
+     * committed (commits of *committed), so that there is one to restore. */
+    bool rescale;
+    int fail_batch;
+    txn_collected_t *committed;
 } rcase_t;
 
 static const char *kind_name(int k) { return k == WR_TUMBLING ? "tumbling" : k == WR_SLIDING ? "sliding" : "session"; }
@@ -125,7 +132,9 @@ static void case_describe(const rcase_t *c, char *buf, size_t cap) {
  *   m = W - L      cleanup == W: late (tumbling, m itself: ts + L == W)
  *   m = W - L + 1  cleanup == W + 1: kept
  *   m = W          fires at once (with L > 0)
- *   m = W + 1      waits for the next watermark */
+ *   m = W + 1      waits for the next watermark
+ * and for sessions also m = W - L + j, 1 < j < gap: kept, with a start
+ * that may touch a session of the key already cleaned up. */
 static void aim_at_edges(rcase_t *c, uint64_t *s) {
     const wr_params_t *p = &c->p;
     wr_result_t r;
@@ -142,10 +151,15 @@ static void aim_at_edges(rcase_t *c, uint64_t *s) {
         if (e->ts > maxts[e->split]) maxts[e->split] = e->ts;
         int64_t W = r.wm_at[e->id];
         if (W == WR_MIN || before == WR_MIN || e->ts > before || rndf(s) >= frac) continue;
-        int64_t ms[4] = {W - p->lateness, W - p->lateness + 1, W, W + 1};
-        int first = (int)rnd(s, 0, 3);
-        for (int k = 0; k < 4; k++) {
-            int64_t m = ms[(first + k) % 4], ts;
+        /* sessions, a fifth: kept, but up to a gap behind W - L, where it
+         * can touch a session of its key that was just cleaned up (which
+         * must not come back: the event starts a session of its own) */
+        int64_t ms[5] = {W - p->lateness, W - p->lateness + 1, W, W + 1,
+                         W - p->lateness + (p->kind == WR_SESSION && p->gap > 2 ? rnd(s, 2, p->gap - 1) : 1)};
+        int nms = p->kind == WR_SESSION ? 5 : 4;
+        int first = (int)rnd(s, 0, nms - 1);
+        for (int k = 0; k < nms; k++) {
+            int64_t m = ms[(first + k) % nms], ts;
             if (p->kind == WR_SESSION) {
                 ts = m - p->gap + 1;
             } else {
@@ -357,6 +371,12 @@ static int script_poll(void *reader, sl_source_output_t *out, int max, char *err
     if (c->restore) { /* slow enough in real time for checkpoints to happen in between */
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
+    }
+    if (c->rescale && r->pos == c->fail_batch && !atomic_load(&c->failed)) {
+        pthread_mutex_lock(&c->committed->mu);
+        bool any = c->committed->commits > 0;
+        pthread_mutex_unlock(&c->committed->mu);
+        if (!any) return SL_SRC_MORE; /* nothing read: no watermark, no clock change */
     }
     while (r->pos < c->nact) {
         const wr_action_t *a = &c->act[r->pos++];
@@ -807,11 +827,67 @@ typedef struct run_stats {
         dropped_late, all_idle, restarts, restored;
 } run_stats_t;
 
-static int run_case(int idx, uint64_t seed, run_stats_t *st, bool verbose, bool restore) {
+/* One run of the job at parallelism P (window and sinks).  mode 0: no
+ * checkpoints; 1: checkpoints and a restart after the injected failure;
+ * 2: checkpoints kept in ck, no restart (restore_from: restore from ck). */
+static int run_job(rcase_t *c, int P, int mode, const char *ck, const char *restore_from, bool rocksdb,
+                   txn_collected_t *tfired, txn_collected_t *tlate, sl_env_t **envp) {
+    sl_env_t *env = sl_env_new();
+    *envp = env;
+    sl_env_set_parallelism(env, P);
+    sl_env_set_auto_watermark_interval(env, c->p.interval);
+    sl_env_set_clock(env, virtual_clock, c);
+    if (mode) {
+        sl_env_enable_checkpointing(env, 10, SL_CHECKPOINT_EXACTLY_ONCE);
+        sl_env_set_checkpoint_dir(env, ck);
+        if (mode == 1) {
+            sl_env_set_restart_fixed_delay(env, 1, 0);
+        } else {
+            sl_env_set_checkpoint_retention(env, SL_CHECKPOINTS_RETAIN_ON_CANCELLATION);
+            sl_env_set_restart_none(env);
+        }
+    }
+    if (rocksdb) {
+        char rdb[1100];
+        snprintf(rdb, sizeof rdb, "%s-rocksdb%s", ck, restore_from ? "-2" : "");
+        sl_env_set_state_backend(env, SL_STATE_BACKEND_ROCKSDB);
+        sl_env_set_rocksdb_options(env, rdb, 4 << 20, 1 << 20);
+    }
+    if (restore_from && sl_env_restore_from(env, restore_from) != 0) return SL_EINVAL;
+    sl_watermark_strategy_t ws = sl_wm_bounded("ts", c->p.bound);
+    ws.idle_timeout_ms = c->p.idle_timeout;
+    sl_source_t src = {&script_ops, c, in_schema()};
+    sl_stream_t *s = sl_uid(sl_parallelism(sl_from_source(env, src, ws, "script"), 1), "script");
+    if (mode) s = sl_uid(sl_parallelism(sl_map(s, fail_once, c, in_schema()), 1), "fail-once"); /* chained */
+    sl_window_assigner_t *as = c->p.kind == WR_TUMBLING  ? sl_tumbling_event_time(c->p.size, c->p.offset)
+                               : c->p.kind == WR_SLIDING ? sl_sliding_event_time(c->p.size, c->p.slide, c->p.offset)
+                                                         : sl_session_event_time(c->p.gap);
+    sl_windowed_t *w = sl_window(sl_key_by(s, "k"), as);
+    if (c->p.lateness > 0) w = sl_window_allowed_lateness(w, c->p.lateness);
+    w = sl_window_late_output(w, "late");
+    sl_aggregate_fn_t agg = {sizeof(acc_t), agg_init, agg_add, agg_merge, agg_result, NULL};
+    sl_stream_t *o = sl_window_aggregate(w, agg, out_schema());
+    if (!o) return SL_EINVAL;
+    sl_parallelism(sl_uid(sl_name(o, "window"), "window"), P);
+    sl_uid(sl_parallelism(sl_sink_to(o, txn_collect_sink(tfired), "fired"), P), "fired");
+    sl_stream_t *lo = sl_side_output(o, "late");
+    if (lo) sl_uid(sl_parallelism(sl_sink_to(lo, txn_collect_sink(tlate), "late"), P), "late");
+    return sl_env_execute(env, "window-random");
+}
+
+/* restore: 0 none, 1 restart in place, 2 rescale (restore in a new job at
+ * another parallelism; every other rescaled case on RocksDB). */
+static int run_case(int idx, uint64_t seed, run_stats_t *st, bool verbose, int restore) {
     rcase_t *c = calloc(1, sizeof *c);
     case_generate(c, idx, seed);
-    c->restore = restore;
+    c->restore = restore != 0;
+    c->rescale = restore == 2;
     c->fail_id = c->nev > 0 ? c->ev[c->nev / 2 + (int)(seed % (uint64_t)(c->nev - c->nev / 2))].id : -1; /* late enough for a checkpoint */
+    c->fail_batch = 0;
+    for (int a = 0; a < c->nact; a++) {
+        if (c->act[a].kind == WR_POLL_END) c->fail_batch = a + 1;
+        if (c->act[a].kind == WR_EMIT && c->ev[c->act[a].ev].id == c->fail_id) break;
+    }
     atomic_store(&c->clock, c->p.clock0);
     char desc[1024];
     case_describe(c, desc, sizeof desc);
@@ -823,51 +899,46 @@ static int run_case(int idx, uint64_t seed, run_stats_t *st, bool verbose, bool 
         problems++;
     }
 
-    sl_env_t *env = sl_env_new();
-    sl_env_set_parallelism(env, c->P);
-    sl_env_set_auto_watermark_interval(env, c->p.interval);
-    sl_env_set_clock(env, virtual_clock, c);
     char ck[1024];
-    if (restore) {
-        snprintf(ck, sizeof ck, "%s/wr-%d", sl_test_tmpdir(), idx);
-        sl_env_enable_checkpointing(env, 10, SL_CHECKPOINT_EXACTLY_ONCE);
-        sl_env_set_checkpoint_dir(env, ck);
-        sl_env_set_restart_fixed_delay(env, 1, 0);
-    }
+    snprintf(ck, sizeof ck, "%s/wr-%d-%d", sl_test_tmpdir(), restore, idx);
     txn_collected_t *tfired = txn_collected_new(), *tlate = txn_collected_new();
     collected_t *fired = tfired->out, *late = tlate->out;
-    sl_watermark_strategy_t ws = sl_wm_bounded("ts", c->p.bound);
-    ws.idle_timeout_ms = c->p.idle_timeout;
-    sl_source_t src = {&script_ops, c, in_schema()};
-    sl_stream_t *s = sl_uid(sl_parallelism(sl_from_source(env, src, ws, "script"), 1), "script");
-    if (restore) s = sl_uid(sl_parallelism(sl_map(s, fail_once, c, in_schema()), 1), "fail-once"); /* chained */
-    sl_window_assigner_t *as = c->p.kind == WR_TUMBLING  ? sl_tumbling_event_time(c->p.size, c->p.offset)
-                               : c->p.kind == WR_SLIDING ? sl_sliding_event_time(c->p.size, c->p.slide, c->p.offset)
-                                                         : sl_session_event_time(c->p.gap);
-    sl_windowed_t *w = sl_window(sl_key_by(s, "k"), as);
-    if (c->p.lateness > 0) w = sl_window_allowed_lateness(w, c->p.lateness);
-    w = sl_window_late_output(w, "late");
-    sl_aggregate_fn_t agg = {sizeof(acc_t), agg_init, agg_add, agg_merge, agg_result, NULL};
-    sl_stream_t *o = sl_window_aggregate(w, agg, out_schema());
-    int rc = SL_EINVAL;
-    if (o) {
-        sl_parallelism(sl_uid(sl_name(o, "window"), "window"), c->P);
-        sl_uid(sl_parallelism(sl_sink_to(o, txn_collect_sink(tfired), "fired"), c->P), "fired");
-        sl_stream_t *lo = sl_side_output(o, "late");
-        if (lo) sl_uid(sl_parallelism(sl_sink_to(lo, txn_collect_sink(tlate), "late"), c->P), "late");
-        rc = sl_env_execute(env, "window-random");
+    c->committed = tfired;
+    static const int other_p[5] = {0, 3, 4, 0, 1}; /* P 1 -> 3, 2 -> 4, 4 -> 1 */
+    int P2 = other_p[c->P];
+    bool rocksdb = c->rescale && idx % 2 == 1;
+    sl_env_t *env = NULL;
+    int rc = run_job(c, c->P, restore, ck, NULL, rocksdb, tfired, tlate, &env);
+    if (c->rescale && c->nev > 0) {
+        if (rc == 0 || !atomic_load(&c->failed)) {
+            fprintf(stderr, "  %s\n    rescale: the first run %s\n", desc,
+                    rc == 0 ? "did not fail" : "failed, not by the injected failure");
+            problems++;
+        }
+        sl_env_destroy(env);
+        char path[1100];
+        snprintf(path, sizeof path, "%s/window-random", ck);
+        rc = run_job(c, P2, 2, ck, path, rocksdb, tfired, tlate, &env);
+        if (atomic_load(&c->restored) != 1) {
+            fprintf(stderr, "  %s\n    rescale: the source resumed %d times from a checkpoint\n", desc,
+                    atomic_load(&c->restored));
+            problems++;
+        }
     }
+    int Pend = c->rescale && c->nev > 0 ? P2 : c->P;
     if (rc != 0) {
         fprintf(stderr, "  %s\n    job failed: rc=%d (%s) error: %s\n", desc, rc, sl_strerror(rc), sl_env_error(env));
         problems++;
     } else {
-        if (fired->finished != c->P || late->finished != c->P) {
+        if (fired->finished != Pend || late->finished != Pend) {
             fprintf(stderr, "  %s\n    sinks finished: %d and %d of %d subtasks\n", desc, fired->finished,
-                    late->finished, c->P);
+                    late->finished, Pend);
             problems++;
         }
         int64_t in = -1, out = -1;
-        if (restore) { /* metrics are the last attempt's; what matters is that it failed and restarted */
+        if (c->rescale) {
+            st->restored += atomic_load(&c->restored);
+        } else if (restore) { /* metrics are the last attempt's; what matters is that it failed and restarted */
             if (c->nev > 0 && (sl_env_restarts(env) != 1 || !atomic_load(&c->failed))) {
                 fprintf(stderr, "  %s\n    restarts %d, injected failure %s\n", desc, sl_env_restarts(env),
                         atomic_load(&c->failed) ? "happened" : "never happened");
@@ -1022,7 +1093,7 @@ TEST(windows_match_reference) {
     for (int i = 0; i < n || (only >= 0 && i <= only); i++) {
         if (only >= 0 && i != only) continue;
         uint64_t seed = base + (uint64_t)i * 0x1000193ULL;
-        run_case(i, seed, &st, verbose, false);
+        run_case(i, seed, &st, verbose, 0);
     }
     fprintf(stderr,
             "  %d case(s), %d failed, %.1f s: %lld events, %lld firings (%lld fired at once), %lld late records, "
@@ -1053,7 +1124,7 @@ TEST(windows_match_reference_with_restores) {
     int64_t t0 = sl_now_ms();
     int only = getenv("SLUICE_RAND_CASE") ? atoi(getenv("SLUICE_RAND_CASE")) : -1;
     for (int i = 0; i < n || (only >= 0 && i <= only); i++)
-        if (only < 0 || i == only) run_case(i, base + (uint64_t)i * 0x1000193ULL, &st, verbose, true);
+        if (only < 0 || i == only) run_case(i, base + (uint64_t)i * 0x1000193ULL, &st, verbose, 1);
     fprintf(stderr, "  %d case(s) with restores, %d failed, %.1f s: %lld restarts, %lld from a checkpoint, %lld "
                     "events, %lld firings, %lld late records\n",
             st.cases, st.failed, (double)(sl_now_ms() - t0) / 1000.0, (long long)st.restarts,
@@ -1062,9 +1133,37 @@ TEST(windows_match_reference_with_restores) {
     CHECK(st.restored >= n / 4); /* most restarts resumed from a checkpoint, not from the start */
 }
 
+/* Restores at another parallelism: a job with checkpoints kept on
+ * cancellation and no restart strategy fails on the injected event (after
+ * a checkpoint was committed: the source waits for one); a second job at
+ * another parallelism restores the latest checkpoint (sl_env_restore_from,
+ * keyed state and timers move by key group).  What the two jobs' sinks
+ * committed equals the uninterrupted reference exactly.  Every other case
+ * runs on RocksDB. */
+TEST(windows_match_reference_rescaled) {
+    int n = 12;
+    const char *soak = getenv("SLUICE_SOAK_SEEDS");
+    if (soak && atoi(soak) > 0) n = atoi(soak) / 2 > 0 ? atoi(soak) / 2 : 1;
+    uint64_t base = 0x5ca1e;
+    const char *bs = getenv("SLUICE_RAND_RESCALE_SEED");
+    if (bs) base = strtoull(bs, NULL, 0);
+    bool verbose = getenv("SLUICE_RAND_VERBOSE") != NULL;
+    run_stats_t st = {0};
+    int64_t t0 = sl_now_ms();
+    int only = getenv("SLUICE_RAND_CASE") ? atoi(getenv("SLUICE_RAND_CASE")) : -1;
+    for (int i = 0; i < n || (only >= 0 && i <= only); i++)
+        if (only < 0 || i == only) run_case(i, base + (uint64_t)i * 0x1000193ULL, &st, verbose, 2);
+    fprintf(stderr, "  %d case(s) rescaled, %d failed, %.1f s: %lld restored from a checkpoint, %lld events, %lld "
+                    "firings, %lld late records, %lld session merges\n",
+            st.cases, st.failed, (double)(sl_now_ms() - t0) / 1000.0, (long long)st.restored, (long long)st.events,
+            (long long)st.firings, (long long)st.late, (long long)st.merges);
+    CHECK_EQ(st.failed, 0);
+}
+
 int main(void) {
     RUN(reference_model_sanity);
     RUN(windows_match_reference);
     RUN(windows_match_reference_with_restores);
+    RUN(windows_match_reference_rescaled);
     TEST_MAIN_END();
 }

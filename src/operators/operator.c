@@ -625,9 +625,9 @@ static void timer_op(sl_pctx_t *pc, sl_time_domain_t d, int64_t ts, bool del) {
         return;
     }
     sl_keyed_backend_t *kb = op->kb;
-    if (del)
-        sl_timers_delete(op->timers, d, kb->kg, kb->key, kb->keylen, "", 0, ts);
-    else if (sl_timers_register(op->timers, d, kb->kg, kb->key, kb->keylen, "", 0, ts) > 0 &&
+    if (del) /* the backend's keyhash is its current key's sl_kg_key_hash: no second hash */
+        sl_timers_delete_hashed(op->timers, d, kb->kg, kb->keyhash, kb->key, kb->keylen, "", 0, ts);
+    else if (sl_timers_register_hashed(op->timers, d, kb->kg, kb->keyhash, kb->key, kb->keylen, "", 0, ts) > 0 &&
              d == SL_TIME_PROCESSING)
         sl_op_schedule_processing(op, ts);
 }

@@ -59,7 +59,7 @@ static int fire(process_op_t *op, sl_time_domain_t d, int64_t upto) {
     sl_operator_t *o = &op->base;
     sl_timer_t t;
     while (sl_timers_pop(o->timers, d, upto, &t)) {
-        sl_kb_set_key(o->kb, t.key, t.keylen);
+        sl_kb_set_key_hashed(o->kb, t.key, t.keylen, t.keyhash);
         op->pc.key = o->kb->key;
         op->pc.keylen = o->kb->keylen;
         op->pc.ts = t.ts;

@@ -5,22 +5,42 @@
  * independent copies of everything below):
  *
  *   kgs[kg - range.start]   per key group:
- *       heap   binary min-heap of {ts, timer*} by timestamp; each timer
+ *       heap   4-ary min-heap of {ts, timer*} by timestamp; each timer
  *              records its heap position (hpos), so a timer can be taken
  *              out of the middle in O(log n).
  *       set    open-addressing hash set (linear probing, power-of-two
- *              capacity, load <= 3/4, backward-shift deletion) of
+ *              capacity, load <= 1/2 so that a probe for a new timer
+ *              mostly ends in its home cache line, backward-shift
+ *              deletion) of
  *              {hash, timer*} over (ts, key, ns): it makes registration
  *              idempotent and finds a timer to delete.  Heap and set always
- *              hold exactly the same timers (no lazy deletion), so counts
+ *              hold exactly the same timers (no lazy deletion; the one
+ *              popped timer whose slot is cleared late, see "Deferred set
+ *              removal", is never looked at by a set access), so counts
  *              are exact and pop never sees a deleted timer.
  *   kheap  binary min-heap over the non-empty key groups keyed by their
  *          head timestamp (each key group knows its position, kpos).
  *
- * A timer is one allocation: {ts, hash, hpos, klen, nslen, key, ns}.
+ * A timer is one allocation: {ts, hash, khash, hpos, klen, nslen, key,
+ * ns}.  Its hash combines three parts cheaply: the key's hash (khash:
+ * sl_kg_key_hash, which callers usually have already — the backend keeps
+ * the current key's — and pass to the *_hashed calls), a hash of the
+ * namespace (two multiplications for a window's 16 bytes) and the
+ * timestamp, under one final mix; a lookup compares hashes before bytes.
+ * sl_timers_replace moves a timer to another (namespace, timestamp) of the
+ * same key in place (no free and malloc, one heap sift instead of a removal
+ * and an insertion): what a session window does when it grows.
  *
- * Costs (n timers in a key group, g non-empty key groups): register and
- * delete O(log n + log g) plus one hash of key and namespace; peek O(1);
+ * Deferred set removal.  pop takes the timer out of the heap at once but
+ * leaves its set slot to be cleared by the next call that reads or changes
+ * a set (register, delete, replace, pop, snapshot, restore), after a
+ * prefetch of that slot: between two pops the caller handles the timer
+ * (state lookups), which hides the slot's cache miss.  At most one timer is
+ * pending (s->pend); it is always s->popped, in private (unshared) storage.
+ *
+ * Costs (n timers in a key group, g non-empty key groups): register,
+ * delete and replace O(log n + log g) plus the hash above (and the key's,
+ * unless given); peek O(1);
  * pop O(log n + log g); foreach_kg O(n).  Keeping timers per key group is
  * what lets snapshots write, and rescaling move, one key group at a time.
  *
@@ -55,7 +75,8 @@
 
 typedef struct ts_timer {
     int64_t ts;
-    uint64_t hash;
+    uint64_t hash;  /* ts_hash(khash, namespace hash, ts) */
+    uint64_t khash; /* sl_kg_key_hash of the key */
     size_t hpos; /* position in its key group's heap */
     uint32_t klen, nslen;
     uint8_t data[]; /* key, ns */
@@ -107,6 +128,7 @@ struct sl_timer_service {
     int nkg;
     ts_domain_t dom[2];
     ts_timer_t *popped; /* the last popped timer (its key/ns are still referenced) */
+    ts_kg_t *pend;      /* non-NULL: popped is still in this key group's set */
     sl_timers_cow_stats_t stats;
 };
 
@@ -116,10 +138,19 @@ struct sl_timer_service {
 /* ------------------------------------------------------------------ */
 /* timers                                                              */
 
-static uint64_t ts_hash(const void *key, uint32_t klen, const void *ns, uint32_t nslen, int64_t ts) {
-    uint64_t h = sl_mix64(sl_hash_bytes(key, klen) ^ ((uint64_t)ts * TS_GOLDEN));
-    if (nslen) h = sl_mix64(h ^ sl_hash_bytes(ns, nslen));
-    return h;
+/* Hash of a namespace: 0 for none, two multiplications for a window's 16
+ * bytes (or any 8), xxh3 otherwise. */
+static inline uint64_t ts_ns_hash(const void *ns, uint32_t nslen) {
+    if (nslen == 0) return 0;
+    if (nslen == 16) return (sl_ld64(ns) * TS_GOLDEN) ^ (sl_ld64((const uint8_t *)ns + 8) * 0xC2B2AE3D27D4EB4FULL);
+    if (nslen == 8) return sl_ld64(ns) * 0xC2B2AE3D27D4EB4FULL;
+    return sl_hash_bytes(ns, nslen);
+}
+
+/* The set's hash of (key, namespace, timestamp): khash is already a good
+ * hash of the key, so one mix of the three combined spreads them. */
+static inline uint64_t ts_hash(uint64_t khash, uint64_t nsh, int64_t ts) {
+    return sl_mix64(khash ^ nsh ^ ((uint64_t)ts * TS_GOLDEN));
 }
 
 static inline bool ts_timer_is(const ts_timer_t *t, int64_t ts, const void *key, uint32_t klen, const void *ns,
@@ -135,6 +166,7 @@ static void ts_fill(sl_timer_t *out, const ts_timer_t *t, int kg) {
     out->keylen = t->klen;
     out->ns = t->data + t->klen;
     out->nslen = t->nslen;
+    out->keyhash = t->khash;
 }
 
 /* ------------------------------------------------------------------ */
@@ -172,7 +204,7 @@ static void ts_set_resize(ts_kg_t *g, size_t cap) {
 /* Adds t (not present); g->n must already count it. */
 static void ts_set_add(ts_kg_t *g, ts_timer_t *t) {
     if (!g->set) ts_set_resize(g, TS_MINCAP);
-    else if (g->n * 4 > (g->smask + 1) * 3) ts_set_resize(g, (g->smask + 1) * 2);
+    else if (g->n * 2 > g->smask + 1) ts_set_resize(g, (g->smask + 1) * 2);
     size_t i = ts_home(g, t->hash);
     while (g->set[i].t) i = (i + 1) & g->smask;
     g->set[i].hash = t->hash;
@@ -199,6 +231,12 @@ static void ts_set_del(ts_kg_t *g, const ts_timer_t *t) {
 /* ------------------------------------------------------------------ */
 /* the timer heap of one key group                                     */
 
+/* A 4-ary heap: half the depth of a binary one, so a pop moves (and
+ * rewrites the hpos of) half as many timers, and a node's children share
+ * one or two cache lines. */
+#define TS_ARITY 4
+#define TS_PARENT(i) (((i) - 1) / TS_ARITY)
+
 static inline void ts_hplace(ts_kg_t *g, size_t i, ts_hnode_t x) {
     g->heap[i] = x;
     x.t->hpos = i;
@@ -207,7 +245,7 @@ static inline void ts_hplace(ts_kg_t *g, size_t i, ts_hnode_t x) {
 static void ts_hup(ts_kg_t *g, size_t i) {
     ts_hnode_t x = g->heap[i];
     while (i > 0) {
-        size_t p = (i - 1) / 2;
+        size_t p = TS_PARENT(i);
         if (g->heap[p].ts <= x.ts) break;
         ts_hplace(g, i, g->heap[p]);
         i = p;
@@ -218,9 +256,11 @@ static void ts_hup(ts_kg_t *g, size_t i) {
 static void ts_hdown(ts_kg_t *g, size_t i) {
     ts_hnode_t x = g->heap[i];
     for (;;) {
-        size_t c = 2 * i + 1;
+        size_t c = TS_ARITY * i + 1;
         if (c >= g->n) break;
-        if (c + 1 < g->n && g->heap[c + 1].ts < g->heap[c].ts) c++;
+        size_t end = c + TS_ARITY < g->n ? c + TS_ARITY : g->n;
+        for (size_t k = c + 1; k < end; k++)
+            if (g->heap[k].ts < g->heap[c].ts) c = k;
         if (x.ts <= g->heap[c].ts) break;
         ts_hplace(g, i, g->heap[c]);
         i = c;
@@ -244,7 +284,7 @@ static void ts_hremove(ts_kg_t *g, size_t i) {
     size_t last = --g->n;
     if (i == last) return;
     ts_hplace(g, i, g->heap[last]);
-    if (i > 0 && g->heap[(i - 1) / 2].ts > g->heap[i].ts) ts_hup(g, i);
+    if (i > 0 && g->heap[TS_PARENT(i)].ts > g->heap[i].ts) ts_hup(g, i);
     else ts_hdown(g, i);
 }
 
@@ -351,6 +391,15 @@ static __attribute__((noinline, cold)) ts_shell_t *ts_unshare(sl_timer_service_t
 /* ------------------------------------------------------------------ */
 /* the service                                                         */
 
+/* Clears the set slot of the last popped timer (see "Deferred set
+ * removal"); every set access starts with it. */
+static inline void ts_flush(sl_timer_service_t *s) {
+    if (s->pend) {
+        ts_set_del(s->pend, s->popped);
+        s->pend = NULL;
+    }
+}
+
 sl_timer_service_t *sl_timer_service_new(int max_parallelism, sl_kg_range_t range) {
     if (max_parallelism <= 0 || range.start < 0 || range.end > max_parallelism || range.start >= range.end) {
         fprintf(stderr, "sluice: bad key-group range [%d, %d) for max parallelism %d\n", range.start, range.end,
@@ -371,6 +420,7 @@ sl_timer_service_t *sl_timer_service_new(int max_parallelism, sl_kg_range_t rang
 
 void sl_timer_service_destroy(sl_timer_service_t *s) {
     if (!s) return;
+    ts_flush(s);
     for (int d = 0; d < 2; d++) {
         ts_domain_t *D = &s->dom[d];
         for (int i = 0; i < s->nkg; i++) {
@@ -396,18 +446,14 @@ static inline ts_domain_t *ts_dom(const sl_timer_service_t *s, sl_time_domain_t 
     return (ts_domain_t *)&s->dom[d];
 }
 
-int sl_timers_register(sl_timer_service_t *s, sl_time_domain_t d, int kg, const void *key, uint32_t klen,
+/* A new timer {ts, h, khash, key, ns} in private storage of g (kgi). */
+static void ts_add_new(ts_domain_t *D, int kgi, uint64_t h, uint64_t khash, const void *key, uint32_t klen,
                        const void *ns, uint32_t nslen, int64_t ts) {
-    ts_domain_t *D = ts_dom(s, d, kg);
-    if (!D || (!key && klen) || (!ns && nslen)) return SL_EINVAL;
-    int kgi = kg - s->range.start;
     ts_kg_t *g = &D->kgs[kgi];
-    uint64_t h = ts_hash(key, klen, ns, nslen, ts);
-    if (ts_set_find(g, h, ts, key, klen, ns, nslen)) return 0;
-    ts_shell_t *old = SL_UNLIKELY(g->shell != NULL) ? ts_unshare(s, g) : NULL;
     ts_timer_t *t = sl_malloc(sizeof *t + (size_t)klen + nslen);
     t->ts = ts;
     t->hash = h;
+    t->khash = khash;
     t->klen = klen;
     t->nslen = nslen;
     if (klen) memcpy(t->data, key, klen);
@@ -416,17 +462,48 @@ int sl_timers_register(sl_timer_service_t *s, sl_time_domain_t d, int kg, const 
     ts_set_add(g, t);
     D->count++;
     if (t->hpos == 0) ts_kg_changed(D, kgi);
+}
+
+/* Takes timer t (private storage of g) out of set and heap and frees it. */
+static void ts_remove(ts_domain_t *D, int kgi, ts_timer_t *t) {
+    ts_kg_t *g = &D->kgs[kgi];
+    size_t pos = t->hpos;
+    ts_set_del(g, t);
+    ts_hremove(g, pos);
+    sl_free(t);
+    D->count--;
+    if (pos == 0) ts_kg_changed(D, kgi);
+}
+
+int sl_timers_register_hashed(sl_timer_service_t *s, sl_time_domain_t d, int kg, uint64_t khash, const void *key,
+                              uint32_t klen, const void *ns, uint32_t nslen, int64_t ts) {
+    ts_domain_t *D = ts_dom(s, d, kg);
+    if (!D || (!key && klen) || (!ns && nslen)) return SL_EINVAL;
+    ts_flush(s);
+    int kgi = kg - s->range.start;
+    ts_kg_t *g = &D->kgs[kgi];
+    uint64_t h = ts_hash(khash, ts_ns_hash(ns, nslen), ts);
+    if (ts_set_find(g, h, ts, key, klen, ns, nslen)) return 0;
+    ts_shell_t *old = SL_UNLIKELY(g->shell != NULL) ? ts_unshare(s, g) : NULL;
+    ts_add_new(D, kgi, h, khash, key, klen, ns, nslen, ts);
     ts_shell_drop(old);
     return 1;
 }
 
-int sl_timers_delete(sl_timer_service_t *s, sl_time_domain_t d, int kg, const void *key, uint32_t klen,
-                     const void *ns, uint32_t nslen, int64_t ts) {
+int sl_timers_register(sl_timer_service_t *s, sl_time_domain_t d, int kg, const void *key, uint32_t klen,
+                       const void *ns, uint32_t nslen, int64_t ts) {
+    if (!key && klen) return SL_EINVAL;
+    return sl_timers_register_hashed(s, d, kg, sl_kg_key_hash(key, klen), key, klen, ns, nslen, ts);
+}
+
+int sl_timers_delete_hashed(sl_timer_service_t *s, sl_time_domain_t d, int kg, uint64_t khash, const void *key,
+                            uint32_t klen, const void *ns, uint32_t nslen, int64_t ts) {
     ts_domain_t *D = ts_dom(s, d, kg);
     if (!D || (!key && klen) || (!ns && nslen)) return SL_EINVAL;
+    ts_flush(s);
     int kgi = kg - s->range.start;
     ts_kg_t *g = &D->kgs[kgi];
-    uint64_t h = ts_hash(key, klen, ns, nslen, ts);
+    uint64_t h = ts_hash(khash, ts_ns_hash(ns, nslen), ts);
     ts_sslot_t *slot = ts_set_find(g, h, ts, key, klen, ns, nslen);
     if (!slot) return 0;
     ts_shell_t *old = NULL;
@@ -434,15 +511,74 @@ int sl_timers_delete(sl_timer_service_t *s, sl_time_domain_t d, int kg, const vo
         old = ts_unshare(s, g);
         slot = ts_set_find(g, h, ts, key, klen, ns, nslen);
     }
-    ts_timer_t *t = slot->t;
-    size_t pos = t->hpos;
-    ts_set_del(g, t);
-    ts_hremove(g, pos);
-    sl_free(t);
-    D->count--;
-    if (pos == 0) ts_kg_changed(D, kgi);
+    ts_remove(D, kgi, slot->t);
     ts_shell_drop(old);
     return 1;
+}
+
+int sl_timers_delete(sl_timer_service_t *s, sl_time_domain_t d, int kg, const void *key, uint32_t klen,
+                     const void *ns, uint32_t nslen, int64_t ts) {
+    if (!key && klen) return SL_EINVAL;
+    return sl_timers_delete_hashed(s, d, kg, sl_kg_key_hash(key, klen), key, klen, ns, nslen, ts);
+}
+
+int sl_timers_replace(sl_timer_service_t *s, sl_time_domain_t d, int kg, uint64_t khash, const void *key,
+                      uint32_t klen, const void *old_ns, uint32_t old_nslen, int64_t old_ts, const void *new_ns,
+                      uint32_t new_nslen, int64_t new_ts) {
+    ts_domain_t *D = ts_dom(s, d, kg);
+    if (!D || (!key && klen) || (!old_ns && old_nslen) || (!new_ns && new_nslen)) return SL_EINVAL;
+    ts_flush(s);
+    int kgi = kg - s->range.start;
+    ts_kg_t *g = &D->kgs[kgi];
+    uint64_t ho = ts_hash(khash, ts_ns_hash(old_ns, old_nslen), old_ts);
+    uint64_t hn = ts_hash(khash, ts_ns_hash(new_ns, new_nslen), new_ts);
+    ts_sslot_t *so = ts_set_find(g, ho, old_ts, key, klen, old_ns, old_nslen);
+    bool same =
+        old_ts == new_ts && old_nslen == new_nslen && (new_nslen == 0 || memcmp(old_ns, new_ns, new_nslen) == 0);
+    if (same) { /* delete then register: the timer is there afterwards */
+        if (so) return 3;
+        ts_shell_t *old = SL_UNLIKELY(g->shell != NULL) ? ts_unshare(s, g) : NULL;
+        ts_add_new(D, kgi, hn, khash, key, klen, new_ns, new_nslen, new_ts);
+        ts_shell_drop(old);
+        return 2;
+    }
+    bool have_new = ts_set_find(g, hn, new_ts, key, klen, new_ns, new_nslen) != NULL;
+    if (!so && have_new) return 0;
+    /* Something changes: make the storage private (the caller's key and
+     * namespaces may point into the shared timers until the drop). */
+    ts_shell_t *old = NULL;
+    if (SL_UNLIKELY(g->shell != NULL)) {
+        old = ts_unshare(s, g);
+        if (so) so = ts_set_find(g, ho, old_ts, key, klen, old_ns, old_nslen);
+    }
+    int rc;
+    if (!so) {
+        ts_add_new(D, kgi, hn, khash, key, klen, new_ns, new_nslen, new_ts);
+        rc = 2;
+    } else if (have_new) {
+        ts_remove(D, kgi, so->t);
+        rc = 1;
+    } else if (old_nslen != new_nslen) {
+        ts_remove(D, kgi, so->t);
+        ts_add_new(D, kgi, hn, khash, key, klen, new_ns, new_nslen, new_ts);
+        rc = 3;
+    } else {
+        /* In place: new identity, same allocation, one sift. */
+        ts_timer_t *t = so->t;
+        ts_set_del(g, t);
+        t->ts = new_ts;
+        t->hash = hn;
+        if (new_nslen) memmove(t->data + klen, new_ns, new_nslen);
+        ts_set_add(g, t);
+        size_t pos = t->hpos;
+        g->heap[pos].ts = new_ts;
+        if (pos > 0 && g->heap[TS_PARENT(pos)].ts > new_ts) ts_hup(g, pos);
+        else ts_hdown(g, pos);
+        if (pos == 0 || t->hpos == 0) ts_kg_changed(D, kgi);
+        rc = 3;
+    }
+    ts_shell_drop(old);
+    return rc;
 }
 
 int64_t sl_timers_peek(const sl_timer_service_t *s, sl_time_domain_t d) {
@@ -452,6 +588,7 @@ int64_t sl_timers_peek(const sl_timer_service_t *s, sl_time_domain_t d) {
 }
 
 bool sl_timers_pop(sl_timer_service_t *s, sl_time_domain_t d, int64_t t, sl_timer_t *out) {
+    ts_flush(s);
     sl_free(s->popped);
     s->popped = NULL;
     if ((unsigned)d > 1u) return false;
@@ -463,11 +600,15 @@ bool sl_timers_pop(sl_timer_service_t *s, sl_time_domain_t d, int64_t t, sl_time
      * into the shared one: drop it at once. */
     if (SL_UNLIKELY(g->shell != NULL)) ts_shell_drop(ts_unshare(s, g));
     ts_timer_t *tm = g->heap[0].t;
-    ts_set_del(g, tm);
+    /* Its set slot is cleared by the next set access (ts_flush). */
+    __builtin_prefetch(&g->set[ts_home(g, tm->hash)], 1);
     ts_hremove(g, 0);
     D->count--;
     ts_kg_changed(D, kgi);
     s->popped = tm;
+    s->pend = g;
+    /* The next pop's heap head, while the caller handles this one. */
+    if (D->kn) __builtin_prefetch(D->kgs[D->kheap[0].kgi].heap);
     if (out) ts_fill(out, tm, s->range.start + kgi);
     return true;
 }
@@ -505,6 +646,7 @@ struct sl_timers_snapshot {
 
 int sl_timers_snapshot(sl_timer_service_t *s, sl_timers_snapshot_t **out) {
     if (!s || !out) return SL_EINVAL;
+    ts_flush(s); /* a shared set never holds a popped timer */
     sl_timers_snapshot_t *sn = sl_calloc(1, sizeof *sn);
     sn->max_parallelism = s->max_parallelism;
     sn->range = s->range;
@@ -596,6 +738,7 @@ int sl_timers_snapshot_kg(const sl_timer_service_t *s, int kg, sl_buf_t *out) {
 /* Removes every timer of key group kgi in both domains (a failed
  * restore's undo). */
 static void ts_clear_kg(sl_timer_service_t *s, int kgi) {
+    ts_flush(s);
     for (int d = 0; d < 2; d++) {
         ts_domain_t *D = &s->dom[d];
         ts_kg_t *g = &D->kgs[kgi];
@@ -632,12 +775,13 @@ static int ts_restore_pass(sl_timer_service_t *s, int kg, const uint8_t *data, s
                 return sl_errf(err, errlen, SL_EFORMAT,
                                "timers of key group %d: %s timer %u: bad or truncated %s at byte %zu", kg, dname[d],
                                (unsigned)i, what, (size_t)(r.p - r.base));
-            int kkg = sl_kg_of_hash(sl_kg_key_hash(k, klen), s->max_parallelism);
+            uint64_t kh = sl_kg_key_hash(k, klen);
+            int kkg = sl_kg_of_hash(kh, s->max_parallelism);
             if (kkg != kg)
                 return sl_errf(err, errlen, SL_EFORMAT,
                                "timers of key group %d: %s timer %u: its key belongs to key group %d", kg, dname[d],
                                (unsigned)i, kkg);
-            if (load && sl_timers_register(s, (sl_time_domain_t)d, kg, k, klen, ns, nslen, (int64_t)ts) == 0)
+            if (load && sl_timers_register_hashed(s, (sl_time_domain_t)d, kg, kh, k, klen, ns, nslen, (int64_t)ts) == 0)
                 return sl_errf(err, errlen, SL_EFORMAT, "timers of key group %d: %s timer %u appears twice", kg,
                                dname[d], (unsigned)i);
         }

@@ -28,6 +28,7 @@ typedef struct sl_timer {
     uint32_t keylen;
     const uint8_t *ns;
     uint32_t nslen;
+    uint64_t keyhash; /* sl_kg_key_hash(key, keylen), for sl_kb_set_key_hashed */
 } sl_timer_t;
 
 sl_timer_service_t *sl_timer_service_new(int max_parallelism, sl_kg_range_t range);
@@ -39,6 +40,21 @@ int sl_timers_register(sl_timer_service_t *s, sl_time_domain_t d, int kg, const 
 /* Returns 1 if removed, 0 if there was no such timer. */
 int sl_timers_delete(sl_timer_service_t *s, sl_time_domain_t d, int kg, const void *key, uint32_t klen,
                      const void *ns, uint32_t nslen, int64_t ts);
+/* The same two with the key's hash, which must be sl_kg_key_hash(key,
+ * klen) (the keyed backend's keyhash of its current key): saves hashing
+ * the key again. */
+int sl_timers_register_hashed(sl_timer_service_t *s, sl_time_domain_t d, int kg, uint64_t khash, const void *key,
+                              uint32_t klen, const void *ns, uint32_t nslen, int64_t ts);
+int sl_timers_delete_hashed(sl_timer_service_t *s, sl_time_domain_t d, int kg, uint64_t khash, const void *key,
+                            uint32_t klen, const void *ns, uint32_t nslen, int64_t ts);
+/* Exactly sl_timers_delete(old) then sl_timers_register(new) for one key
+ * (khash as above), in one step: when the old timer exists and the new one
+ * does not, the old one is moved to the new namespace and timestamp in
+ * place.  Returns bit 0 set if the old timer was removed, bit 1 set if the
+ * new one was added (both when old == new and it existed), or < 0. */
+int sl_timers_replace(sl_timer_service_t *s, sl_time_domain_t d, int kg, uint64_t khash, const void *key,
+                      uint32_t klen, const void *old_ns, uint32_t old_nslen, int64_t old_ts, const void *new_ns,
+                      uint32_t new_nslen, int64_t new_ts);
 /* Earliest timestamp in the domain, or INT64_MAX when there is none. */
 int64_t sl_timers_peek(const sl_timer_service_t *s, sl_time_domain_t d);
 /* Pops the earliest timer of the domain if its timestamp <= t. */

@@ -85,6 +85,7 @@ void sl_mws_add(sl_mws_t *s, const sl_window_t *w, sl_mws_merge_t *m) {
         /* Inside an existing window: nothing merges (Flink skips the merge
          * function when the only merged window is the result). */
         m->result = *e;
+        m->existed = true;
         return;
     }
     sl_window_t result = *w;

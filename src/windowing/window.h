@@ -228,6 +228,7 @@ typedef struct sl_mws {
 typedef struct sl_mws_merge {
     sl_window_t result;        /* the window the element belongs to now */
     bool merged;               /* existing windows were merged into result */
+    bool existed;              /* result is a window the set had, unchanged */
     sl_window_t state_window;  /* merged: the namespace that keeps the contents */
     /* merged: the windows merged away (result's trigger merges their state)
      * and the namespaces whose contents go into state_window.  Both point

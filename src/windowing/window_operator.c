@@ -22,6 +22,13 @@
  * watermark goes downstream; processing-time timers in on_processing_time,
  * with wake-ups asked for through sl_op_schedule_processing.
  *
+ * Event-time sessions with EventTimeTrigger (session_fast).  A record that
+ * extends a session moves the old window's trigger and cleanup timers to
+ * the grown window in place (sl_timers_replace; merge_fast) instead of
+ * deleting them and registering new ones, and a record inside a live
+ * session registers nothing: its window's timers are known to be pending.
+ * The timers afterwards, and so every firing, are Flink's.
+ *
  * Fast path.  For a non-merging assigner, no evictor, an aggregate or
  * reduce function and the assigner's default trigger, an element costs a
  * window computation, one get_mut (+ put) and no allocation; timers are
@@ -95,6 +102,7 @@ struct win_op {
     const sl_evictor_t *evictor;
     bool event_time;
     bool merging;
+    bool session_fast; /* event-time sessions with EventTimeTrigger (see merge_fast) */
     bool list_state; /* contents are the elements (process function or evictor) */
     bool fast;
     bool tumbling;
@@ -171,7 +179,7 @@ static void timer_register(win_op_t *op, sl_time_domain_t d, const sl_window_t *
     uint8_t ns[SL_WINDOW_NS_LEN];
     sl_window_to_ns(w, ns);
     sl_keyed_backend_t *kb = KB(op);
-    sl_timers_register(op->base.timers, d, kb->kg, kb->key, kb->keylen, ns, SL_WINDOW_NS_LEN, ts);
+    sl_timers_register_hashed(op->base.timers, d, kb->kg, kb->keyhash, kb->key, kb->keylen, ns, SL_WINDOW_NS_LEN, ts);
     if (d == SL_TIME_PROCESSING && ts < op->proc_wakeup) {
         op->proc_wakeup = ts;
         sl_op_schedule_processing(&op->base, ts);
@@ -182,7 +190,7 @@ static void timer_delete(win_op_t *op, sl_time_domain_t d, const sl_window_t *w,
     uint8_t ns[SL_WINDOW_NS_LEN];
     sl_window_to_ns(w, ns);
     sl_keyed_backend_t *kb = KB(op);
-    sl_timers_delete(op->base.timers, d, kb->kg, kb->key, kb->keylen, ns, SL_WINDOW_NS_LEN, ts);
+    sl_timers_delete_hashed(op->base.timers, d, kb->kg, kb->keyhash, kb->key, kb->keylen, ns, SL_WINDOW_NS_LEN, ts);
 }
 
 static inline sl_time_domain_t window_domain(const win_op_t *op) {
@@ -625,6 +633,55 @@ static int apply_merge(win_op_t *op, const sl_mws_merge_t *m) {
     return contents_merge(op, &m->state_window, m->merged_states, m->nmerged_states);
 }
 
+/* apply_merge for event-time sessions with the default trigger, when the
+ * result is not late: the same timers afterwards, fewer timer calls.
+ *
+ * Flink's sequence for a merge of windows O1..Ok into R registers R's
+ * trigger timer (onMerge, if max(R) > watermark), deletes each Oi's trigger
+ * timer (max(Oi)) and cleanup timer (max(Oi) + lateness), and then, for the
+ * element, registers R's trigger timer again (onElement, or fires at once
+ * when max(R) <= watermark) and R's cleanup timer.  No Oi is R (a merge
+ * result is larger than each window it merges), so these act on distinct
+ * timers and their order does not matter.  Here O1's timers are moved to
+ * R's (sl_timers_replace: in place, without freeing and allocating), the
+ * other windows' timers are deleted, and process_merging skips the two
+ * registrations that would find R's timers present. */
+static int merge_fast(win_op_t *op, const sl_mws_merge_t *m) {
+    sl_keyed_backend_t *kb = KB(op);
+    sl_timer_service_t *ts = op->base.timers;
+    uint8_t rns[SL_WINDOW_NS_LEN], ons[SL_WINDOW_NS_LEN];
+    sl_window_to_ns(&m->result, rns);
+    /* R's timers: trigger (if ahead of the watermark) and cleanup, once
+     * when they coincide (no allowed lateness). */
+    int64_t nt[2];
+    int nn = 0;
+    int64_t rmax = sl_window_max_ts(&m->result), rclean = cleanup_time(op, &m->result);
+    if (rmax > op->base.wm) nt[nn++] = rmax;
+    if (rclean != INT64_MAX && (nn == 0 || rclean != rmax)) nt[nn++] = rclean;
+    for (int i = 0; i < m->nmerged; i++) {
+        const sl_window_t *o = &m->merged_windows[i];
+        sl_window_to_ns(o, ons);
+        int64_t ot[2];
+        int on = 0;
+        int64_t omax = sl_window_max_ts(o), oclean = cleanup_time(op, o);
+        ot[on++] = omax;
+        if (oclean != INT64_MAX && oclean != omax) ot[on++] = oclean;
+        int j = 0;
+        if (i == 0) /* the first window's timers become R's */
+            for (; j < on && j < nn; j++)
+                sl_timers_replace(ts, SL_TIME_EVENT, kb->kg, kb->keyhash, kb->key, kb->keylen, ons, SL_WINDOW_NS_LEN,
+                                  ot[j], rns, SL_WINDOW_NS_LEN, nt[j]);
+        for (int r = j; r < on; r++)
+            sl_timers_delete_hashed(ts, SL_TIME_EVENT, kb->kg, kb->keyhash, kb->key, kb->keylen, ons, SL_WINDOW_NS_LEN,
+                                    ot[r]);
+        if (i == 0)
+            for (; j < nn; j++)
+                sl_timers_register_hashed(ts, SL_TIME_EVENT, kb->kg, kb->keyhash, kb->key, kb->keylen, rns,
+                                          SL_WINDOW_NS_LEN, nt[j]);
+    }
+    return contents_merge(op, &m->state_window, m->merged_states, m->nmerged_states);
+}
+
 /* ---- elements ---------------------------------------------------------- */
 
 /* Makes room for n windows in op->wins. */
@@ -1022,8 +1079,24 @@ static int process_merging(win_op_t *op, const sl_record_t *rec, int64_t t) {
     for (int i = 0; i < nw; i++) {
         sl_mws_merge_t m;
         sl_mws_add(&op->mws, &op->wins[i], &m);
-        if (m.merged && (rc = apply_merge(op, &m)) < 0) return rc;
         sl_window_t w = m.result;
+        /* The result's trigger and cleanup timers are known to be in place
+         * (session_fast): after merge_fast, or when the element fell inside
+         * a live window — its trigger timer is pending while max >
+         * watermark (registered when the window came to be, removed only by
+         * firing, a merge or cleanup) and so is its cleanup timer. */
+        bool timers_in_place = false;
+        if (m.merged) {
+            if (op->session_fast && !window_late(op, &w)) {
+                rc = merge_fast(op, &m);
+                timers_in_place = true;
+            } else {
+                rc = apply_merge(op, &m);
+            }
+            if (rc < 0) return rc;
+        } else if (m.existed) {
+            timers_in_place = op->session_fast;
+        }
         if (window_late(op, &w)) {
             sl_mws_retire(&op->mws, &w);
             continue;
@@ -1031,9 +1104,15 @@ static int process_merging(win_op_t *op, const sl_record_t *rec, int64_t t) {
         taken = true;
         sl_window_t sw = sl_mws_find(&op->mws, &w)->state;
         if ((rc = contents_add(op, &sw, rec, NULL)) < 0) return rc;
-        rc = act(op, sl_trigger_on_element(op->trigger, tctx(op, &w), rec->ts), &w, &sw);
-        if (rc < 0) return rc;
-        register_cleanup(op, &w);
+        if (timers_in_place) {
+            /* EventTimeTrigger.onElement without its (present) timer */
+            sl_trigger_result_t r = sl_window_max_ts(&w) <= op->base.wm ? SL_TRIGGER_FIRE : SL_TRIGGER_CONTINUE;
+            if ((rc = act(op, r, &w, &sw)) < 0) return rc;
+        } else {
+            rc = act(op, sl_trigger_on_element(op->trigger, tctx(op, &w), rec->ts), &w, &sw);
+            if (rc < 0) return rc;
+            register_cleanup(op, &w);
+        }
     }
     if ((rc = mws_persist(op)) < 0) return rc;
     if (!taken) late_record(op, rec);
@@ -1124,7 +1203,7 @@ static int w_process_current_key(sl_operator_t *o, const sl_record_t *rec) {
 
 static int on_timer(win_op_t *op, sl_time_domain_t d, const sl_timer_t *tm) {
     if (SL_UNLIKELY(tm->nslen != SL_WINDOW_NS_LEN)) return fail_state(op, "timer namespace");
-    sl_kb_set_key(KB(op), tm->key, tm->keylen);
+    sl_kb_set_key_hashed(KB(op), tm->key, tm->keylen, tm->keyhash);
     sl_window_t w = sl_window_from_ns(tm->ns), sw = w;
     int64_t time = tm->ts;
     int rc;
@@ -1139,11 +1218,12 @@ static int on_timer(win_op_t *op, sl_time_domain_t d, const sl_timer_t *tm) {
                                                : sl_trigger_on_processing_time(op->trigger, c, time);
     if ((rc = act(op, r, &w, &sw)) < 0) return rc;
     if (d == window_domain(op) && time == cleanup_time(op, &w)) {
-        /* Flink's clearAllState.  On the fast path the trigger has no
-         * state and its one timer (at max <= cleanup time) has fired
-         * already or is this one: nothing to clear. */
+        /* Flink's clearAllState.  On the fast path (and for sessions with
+         * EventTimeTrigger) the trigger has no state and its one timer (at
+         * max <= cleanup time) has fired already or is this one: nothing
+         * to clear. */
         contents_clear(op, &sw);
-        if (!op->fast) sl_trigger_clear(op->trigger, tctx(op, &w));
+        if (!op->fast && !op->session_fast) sl_trigger_clear(op->trigger, tctx(op, &w));
         if (op->merging) sl_mws_retire(&op->mws, &w);
     }
     return op->merging ? mws_persist(op) : 0;
@@ -1283,6 +1363,7 @@ sl_operator_t *sl_window_op_create(const void *spec_, const sl_op_init_t *init) 
     op->list_state = s->evictor || s->fn_kind == SL_WINDOW_FN_PROCESS;
     sl_trigger_kind_t def = op->event_time ? SL_TRIGGER_EVENT_TIME : SL_TRIGGER_PROCESSING_TIME;
     op->fast = !op->merging && !op->list_state && s->trigger->kind == def;
+    op->session_fast = op->merging && op->event_time && s->trigger->kind == SL_TRIGGER_EVENT_TIME;
     op->lateness = op->event_time ? s->allowed_lateness : 0;
     if (s->late_tag) {
         op->late_tag = sl_tag_lookup(init->tags, s->late_tag);
