@@ -2,7 +2,9 @@
 # bench/checkpoints.sh — checkpoint benchmarks (BENCHMARKS.md, "Checkpoints"):
 #   1. bench_checkpoint at 100 MB and 1 GB of keyed state: heap, RocksDB (full) and RocksDB
 #      incremental — synchronous phase, end-to-end duration, bytes, bytes after 1% changed,
-#      restore time;
+#      restore time; then RocksDB full checkpoints of 1M and 4M keys with a value cache of
+#      64 MiB and 1 GiB (the synchronous phase of every checkpoint while the cache is full of
+#      changed values);
 #   2. the S1 window (bench_pipelines) with checkpoints every 10 s: none, exactly-once,
 #      at-least-once, on the heap and on RocksDB.
 #   bench/checkpoints.sh [--quick]     (--quick: 20 MB and short runs)
@@ -22,6 +24,13 @@ for mb in $SIZES; do
   vb=100; [ "$mb" -ge 1024 ] && vb=1000   # RocksDB loads 1 GB as 1M values of 1 KB (10M puts take minutes)
   "$B/bench_checkpoint" --state-mb "$mb" --value-bytes $vb --backend rocksdb
   "$B/bench_checkpoint" --state-mb "$mb" --value-bytes $vb --backend rocksdb --incremental
+done
+echo "== RocksDB full checkpoints: synchronous phase by value cache size (syncs_ms: every checkpoint's)"
+if [ $QUICK = 1 ]; then RC_MB="20"; else RC_MB="100 400"; fi   # 1M and 4M keys of 100 bytes
+for mb in $RC_MB; do
+  for vc in 64 1024; do
+    "$B/bench_checkpoint" --state-mb "$mb" --value-bytes 100 --backend rocksdb --value-cache-mb $vc --skip-restore
+  done
 done
 echo "== S1 window, 100K keys, checkpoints every 10 s"
 for be in heap rocksdb; do

@@ -21,5 +21,5 @@ bench/smoke.sh build-release build
 scripts/build.sh build-asan address,undefined
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 run build-asan "tests (ASan+UBSan)"
 scripts/build.sh build-tsan thread
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp" run build-tsan "runtime tests (TSan)" -R 'test_(pipeline|runtime|window_random|fraud|checkpoint_barriers|exactly_once_sink|sequence_check|restart_strategy|operator_state|async_io|postgres_async|rpc|data_plane|savepoint|state_query)$'
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/scripts/tsan.supp" run build-tsan "runtime tests (TSan)" -R 'test_(pipeline|runtime|window_random|fraud|checkpoint_barriers|exactly_once_sink|sequence_check|restart_strategy|operator_state|async_io|postgres_async|rpc|data_plane|savepoint|state_query|rocksdb_cache|timer_service)$'
 echo "== all tests passed"

@@ -12,6 +12,15 @@
  *     byte and restored into fresh backends that the run continues on;
  *     native checkpoints are taken while the cache holds dirty values and
  *     restored whole and split in two (another parallelism);
+ *   - captures (the synchronous phase: dirty values captured, not written):
+ *     in the same runs, views of both backends are taken at the same moment
+ *     and kept for up to hundreds of steps — overlapping, outliving
+ *     restores, native checkpoints and the backend itself — then compared
+ *     byte for byte: the heap's copy-on-write view is the reference, so a
+ *     change after the barrier that leaks in, a change before it that is
+ *     missing, a lost delete or an evicted captured value all show; and
+ *     the views are written on another thread while the task goes on
+ *     (evicting, copying and writing captured values back: TSan);
  *   - a pointer returned by get stays readable while other states' calls
  *     evict everything (ASan would see a freed one);
  *   - TTL through the accessors of ttl.c with a manual clock: values read,
@@ -25,6 +34,7 @@
 #include "test.h"
 
 #include <ftw.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -71,11 +81,16 @@ static uint64_t rnd(void) {
 }
 static uint32_t rndn(uint32_t n) { return (uint32_t)(rnd() % n); }
 
+/* Captured values written back per backend call by the backends made next
+ * (0: the default; 1 keeps captured generations pending for long, -1 until
+ * an eviction or a flush). */
+static int writeback;
+
 static sl_keyed_backend_t *rdb_new(int maxp, sl_kg_range_t r, int64_t cache_bytes) {
     char dir[512], err[512] = "";
     tmp_path(dir, sizeof dir, "db");
     sl_rocksdb_opts_t o = {.dir = dir, .write_buffer_bytes = 1 << 20, .block_cache_bytes = 4 << 20,
-                           .value_cache_bytes = cache_bytes};
+                           .value_cache_bytes = cache_bytes, .value_cache_writeback = writeback};
     sl_keyed_backend_t *b = sl_rocksdb_backend_new(maxp, r, &o, err, sizeof err);
     if (!b) fprintf(stderr, "sl_rocksdb_backend_new: %s\n", err);
     return b;
@@ -85,7 +100,7 @@ static sl_keyed_backend_t *rdb_open(int maxp, sl_kg_range_t r, const char *ck, s
     char dir[512], err[512] = "";
     tmp_path(dir, sizeof dir, "db");
     sl_rocksdb_opts_t o = {.dir = dir, .write_buffer_bytes = 1 << 20, .block_cache_bytes = 4 << 20,
-                           .value_cache_bytes = cache};
+                           .value_cache_bytes = cache, .value_cache_writeback = writeback};
     const char *dirs[1] = {ck};
     sl_keyed_backend_t *b = sl_rocksdb_backend_open_native(maxp, r, dirs, &ckr, 1, &o, err, sizeof err);
     if (!b) fprintf(stderr, "sl_rocksdb_backend_open_native: %s\n", err);
@@ -150,8 +165,18 @@ enum { MAXP = 16, NKEYS = 160, NNS = 3, BIG = 3000 };
 static const sl_kg_range_t FULL = {0, MAXP};
 static const char *const nss[NNS] = {"", "w1", "w22"};
 
+enum { MAXHELD = 4 };
+
+/* Views of both backends taken at the same moment, compared later. */
+typedef struct held_view {
+    sl_kb_snapshot_t *r, *h;
+    int taken, until; /* the steps at which they were taken and are compared */
+} held_view_t;
+
 typedef struct model {
     sl_keyed_backend_t *r, *h; /* RocksDB with the cache; the heap reference */
+    held_view_t held_views[MAXHELD];
+    int nheld;
     int64_t cache;             /* budget of r's cache */
     int va, vb, li;            /* state ids (the same in both: registered in the same order) */
     /* a get pointer of state va kept across other states' calls */
@@ -161,6 +186,7 @@ typedef struct model {
     int held_reads; /* reads of va since */
     /* what the run saw */
     uint64_t evictions, evicted_dirty, hits, native_dirty, natives, restores, uncached_puts;
+    uint64_t captured, cow_copies, written_back, evicted_captured, held_compared, max_gens;
 } model_t;
 
 static void set_key(model_t *m, unsigned k) {
@@ -191,6 +217,10 @@ static void model_collect(model_t *m) {
     m->evictions += st.evictions;
     m->evicted_dirty += st.evicted_dirty;
     m->hits += st.hits;
+    m->captured += st.captured;
+    m->cow_copies += st.cow_copies;
+    m->written_back += st.written_back;
+    m->evicted_captured += st.evicted_captured;
 }
 
 /* Replaces the backends (r2 and h2 hold the same state). */
@@ -246,7 +276,7 @@ static int lcol_cb(void *c, const void *v, uint32_t len) {
 
 /* One random step; false (with a message) when the backends disagree. */
 static bool model_step(model_t *m, int step) {
-    set_key(m, rndn(NKEYS));
+    set_key(m, rndn(3) ? rndn(NKEYS) : rndn(6)); /* a few hot keys: captured ones are changed again */
     const char *ns = nss[rndn(NNS)];
     uint32_t nslen = (uint32_t)strlen(ns);
     int sid = rndn(3) ? m->va : m->vb;
@@ -418,9 +448,61 @@ static bool model_native(model_t *m) {
     return ok;
 }
 
+/* Takes views of both backends now, to be compared `after` steps later. */
+static bool model_hold(model_t *m, int step, int after) {
+    if (m->nheld == MAXHELD) return true;
+    held_view_t *v = &m->held_views[m->nheld];
+    if (OPS(m->r)->snapshot(m->r, &v->r) != 0) return false;
+    if (OPS(m->h)->snapshot(m->h, &v->h) != 0) {
+        sl_kb_snapshot_release(v->r);
+        return false;
+    }
+    v->taken = step;
+    v->until = step + after;
+    m->nheld++;
+    sl_rvc_stats_t st;
+    if (sl_rocksdb_value_cache_stats(m->r, &st) == 0 && st.generations > m->max_gens) m->max_gens = st.generations;
+    return true;
+}
+
+/* Compares and releases the held views that are due (all when force);
+ * sometimes the run goes on from a restore of one. */
+static bool model_due(model_t *m, int step, bool force) {
+    bool ok = true;
+    for (int i = 0; i < m->nheld;) {
+        held_view_t v = m->held_views[i];
+        if (!force && v.until > step) {
+            i++;
+            continue;
+        }
+        m->held_views[i] = m->held_views[--m->nheld];
+        if (ok) {
+            ok = views_equal(v.r, v.h, FULL);
+            if (!ok) fprintf(stderr, "  step %d: a view taken at step %d differs from the heap's\n", step, v.taken);
+            m->held_compared++;
+        }
+        if (ok && !force && rndn(4) == 0) { /* go on from it: RocksDB from the heap's view, the heap from RocksDB's */
+            sl_keyed_backend_t *r2 = rdb_new(MAXP, FULL, m->cache), *h2 = sl_heap_backend_new(MAXP, FULL);
+            ok = r2 && restore_all(r2, v.h, FULL) == 0 && restore_all(h2, v.r, FULL) == 0;
+            if (ok) {
+                model_swap(m, r2, h2);
+                model_register(m);
+                m->restores++;
+            } else {
+                if (r2) OPS(r2)->destroy(r2);
+                OPS(h2)->destroy(h2);
+            }
+        }
+        sl_kb_snapshot_release(v.r);
+        sl_kb_snapshot_release(v.h);
+    }
+    return ok;
+}
+
 static bool model_run(uint64_t seed, int steps, int64_t cache, model_t *m) {
     rng = seed * 0x9E3779B97F4A7C15ULL + 1;
     memset(m, 0, sizeof *m);
+    writeback = (int)(seed % 4) - 1; /* none (evictions and flushes only), the default, 1 or 2 per call */
     m->cache = cache;
     m->r = rdb_new(MAXP, FULL, cache);
     m->h = sl_heap_backend_new(MAXP, FULL);
@@ -429,10 +511,19 @@ static bool model_run(uint64_t seed, int steps, int64_t cache, model_t *m) {
     bool ok = true;
     for (int i = 0; i < steps && ok; i++) {
         ok = model_step(m, i);
+        /* views held for a while: sometimes a few steps apart (captures
+         * overlapping while older ones are still being written back) */
+        if (ok && rndn(50) == 0) ok = model_hold(m, i, rndn(5) == 0 ? (int)rndn(4) : (int)rndn(400));
+        if (ok) ok = model_due(m, i, false);
         if (ok && i % 300 == 299) ok = model_snapshot(m);
         if (ok && i % 700 == 450) ok = model_native(m);
     }
     ok = ok && backends_equal(m->r, m->h, FULL);
+    if (ok && m->nheld && rndn(2)) { /* views outlive their backends */
+        sl_keyed_backend_t *r2 = rdb_new(MAXP, FULL, m->cache), *h2 = sl_heap_backend_new(MAXP, FULL);
+        if (r2) model_swap(m, r2, h2);
+    }
+    if (!model_due(m, steps, true)) ok = false;
     if (!ok) fprintf(stderr, "  seed %llu: the RocksDB backend and the heap disagree\n", (unsigned long long)seed);
     model_collect(m);
     OPS(m->r)->destroy(m->r);
@@ -443,13 +534,23 @@ static bool model_run(uint64_t seed, int steps, int64_t cache, model_t *m) {
 TEST(random_against_heap_tiny_cache) {
     enum { SEEDS = 8 };
     int steps = 4000 / SCALE_DIV;
-    uint64_t ev = 0, evd = 0, hits = 0, nd = 0, nat = 0, res = 0, unc = 0;
+    uint64_t ev = 0, evd = 0, hits = 0, nd = 0, nat = 0, res = 0, unc = 0, cap = 0, cow = 0, wb = 0, evc = 0,
+             cmp = 0, gens = 0;
     for (uint64_t s = 1; s <= SEEDS; s++) {
         model_t m;
         CHECK(model_run(s, steps, 6 << 10, &m));
         ev += m.evictions, evd += m.evicted_dirty, hits += m.hits, nd += m.native_dirty, nat += m.natives;
         res += m.restores, unc += m.uncached_puts;
+        cap += m.captured, cow += m.cow_copies, wb += m.written_back, evc += m.evicted_captured;
+        cmp += m.held_compared, gens = SL_MAX(gens, m.max_gens);
     }
+    fprintf(stderr,
+            "  captures: %llu held views compared, %llu values captured, %llu copied on write, %llu written back, "
+            "%llu evicted while captured, up to %llu generations at once\n",
+            (unsigned long long)cmp, (unsigned long long)cap, (unsigned long long)cow, (unsigned long long)wb,
+            (unsigned long long)evc, (unsigned long long)gens);
+    CHECK(cmp > 80 / SCALE_DIV && cap > 400 / SCALE_DIV && cow > 40 / SCALE_DIV && wb > 400 / SCALE_DIV &&
+          evc > 40 / SCALE_DIV && gens >= 2);
     fprintf(stderr,
             "  %d seeds x %d steps, 6 KiB cache: %llu evictions (%llu dirty), %llu hits, %llu canonical restores, "
             "%llu native checkpoints holding %llu dirty values, %llu puts too large to cache\n",
@@ -464,8 +565,88 @@ TEST(random_against_heap_large_and_no_cache) {
     int steps = 4000 / SCALE_DIV;
     CHECK(model_run(101, steps, 4 << 20, &m)); /* everything fits: no eviction, writes only at flushes */
     CHECK_EQ(m.evictions, 0);
+    fprintf(stderr, "  4 MiB cache: %llu held views compared, %llu copied on write, up to %llu generations at once\n",
+            (unsigned long long)m.held_compared, (unsigned long long)m.cow_copies, (unsigned long long)m.max_gens);
+    CHECK(m.held_compared > 20 / SCALE_DIV && m.cow_copies > 20 / SCALE_DIV && m.max_gens >= 2);
     CHECK(model_run(102, steps, -1, &m)); /* the cache off: the plain RocksDB paths */
     CHECK_EQ(m.hits, 0);
+    writeback = 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* a view written on another thread while the task goes on             */
+
+typedef struct wjob {
+    const sl_kb_snapshot_t *s;
+    sl_buf_t out;
+    int rc;
+} wjob_t;
+
+static void *write_view(void *p) {
+    wjob_t *j = p;
+    for (int kg = FULL.start; kg < FULL.end && !j->rc; kg++) j->rc = sl_kb_snapshot_write(j->s, kg, &j->out);
+    return NULL;
+}
+
+/* One round: views of both now; RocksDB's written on a thread while the
+ * model steps on (no snapshots: those would swap the backends); then the
+ * bytes are compared with the heap view's. */
+static bool concurrent_round(model_t *m, int *step, int nsteps) {
+    sl_kb_snapshot_t *sr = NULL, *sh = NULL;
+    if (OPS(m->r)->snapshot(m->r, &sr) || OPS(m->h)->snapshot(m->h, &sh)) return false;
+    wjob_t j = {.s = sr};
+    pthread_t t;
+    if (pthread_create(&t, NULL, write_view, &j) != 0) abort();
+    bool ok = true;
+    for (int i = 0; i < nsteps && ok; i++) ok = model_step(m, (*step)++);
+    pthread_join(t, NULL);
+    wjob_t hj = {.s = sh};
+    write_view(&hj);
+    if (ok) ok = j.rc == 0 && hj.rc == 0 && j.out.len == hj.out.len && memcmp(j.out.p, hj.out.p, j.out.len) == 0;
+    if (!ok) fprintf(stderr, "  step %d: a view written on another thread differs from the heap's\n", *step);
+    sl_buf_free(&j.out);
+    sl_buf_free(&hj.out);
+    sl_kb_snapshot_release(sr);
+    sl_kb_snapshot_release(sh);
+    return ok;
+}
+
+TEST(capture_written_while_task_runs) {
+    int rounds = 60 / SCALE_DIV + 4;
+    uint64_t cow = 0, wb = 0, evc = 0;
+    for (uint64_t seed = 201; seed <= 204; seed++) {
+        model_t m;
+        rng = seed * 0x9E3779B97F4A7C15ULL + 1;
+        memset(&m, 0, sizeof m);
+        m.cache = seed % 2 ? 6 << 10 : 1 << 20; /* evicting all the time; everything fits */
+        writeback = seed == 201 ? -1 : seed == 202 ? 1 : 0;
+        m.r = rdb_new(MAXP, FULL, m.cache);
+        m.h = sl_heap_backend_new(MAXP, FULL);
+        CHECK(m.r);
+        model_register(&m);
+        int step = 0;
+        bool ok = true;
+        for (int i = 0; i < 200 && ok; i++) ok = model_step(&m, step++);
+        for (int r = 0; r < rounds && ok; r++) ok = concurrent_round(&m, &step, 20 + (int)rndn(200));
+        CHECK(ok);
+        /* every view released: once written back (count flushes) the
+         * generations retire and their copies are freed */
+        CHECK(OPS(m.r)->count(m.r, m.va) >= 0);
+        for (int i = 0; i < 200; i++) OPS(m.r)->get(m.r, m.va, NULL, 0, NULL); /* (the backend steps every 32 calls) */
+        sl_rvc_stats_t st;
+        CHECK_EQ(sl_rocksdb_value_cache_stats(m.r, &st), 0);
+        CHECK_EQ(st.generations, 0);
+        CHECK_EQ(st.captured_bytes, 0);
+        CHECK_EQ(st.dirty, 0);
+        model_collect(&m);
+        cow += m.cow_copies, wb += m.written_back, evc += m.evicted_captured;
+        OPS(m.r)->destroy(m.r);
+        OPS(m.h)->destroy(m.h);
+    }
+    fprintf(stderr, "  %llu copied on write, %llu written back, %llu evicted while captured\n",
+            (unsigned long long)cow, (unsigned long long)wb, (unsigned long long)evc);
+    CHECK(cow > 20 && wb > 100 && evc > 10);
+    writeback = 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -761,6 +942,7 @@ TEST(measure) {
 int main(void) {
     RUN(random_against_heap_tiny_cache);
     RUN(random_against_heap_large_and_no_cache);
+    RUN(capture_written_while_task_runs);
     RUN(pointers_survive_evictions);
     RUN(ttl_through_the_cache);
     RUN(native_checkpoint_holds_dirty_values);

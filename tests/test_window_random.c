@@ -906,7 +906,8 @@ static int run_case(int idx, uint64_t seed, run_stats_t *st, bool verbose, int r
     c->committed = tfired;
     static const int other_p[5] = {0, 3, 4, 0, 1}; /* P 1 -> 3, 2 -> 4, 4 -> 1 */
     int P2 = other_p[c->P];
-    bool rocksdb = c->rescale && idx % 2 == 1;
+    /* SLUICE_RAND_ROCKSDB=1: every case on the RocksDB backend (and its value cache) */
+    bool rocksdb = (c->rescale && idx % 2 == 1) || getenv("SLUICE_RAND_ROCKSDB");
     sl_env_t *env = NULL;
     int rc = run_job(c, c->P, restore, ck, NULL, rocksdb, tfired, tlate, &env);
     if (c->rescale && c->nev > 0) {

@@ -61,11 +61,12 @@
  * absence (new keys are common); put and remove only change the entry and
  * mark it dirty; a value created and removed between two flushes never
  * reaches RocksDB.  Dirty entries are written in one batch by whatever
- * reads RocksDB other than a VALUE point read — snapshot(), a native
- * snapshot, foreach_entry, count, restore (which then empties the cache:
- * it writes behind it), compaction — and by eviction (CLOCK) when the
- * budget is exceeded.  Values larger than a quarter of the budget bypass
- * it.  Lists and maps are not cached: list_add stays a blind merge.  Values
+ * reads RocksDB other than a VALUE point read — a native snapshot,
+ * foreach_entry, count, restore (which then empties the cache: it writes
+ * behind it), compaction —, by eviction (CLOCK) when the budget is
+ * exceeded, and after snapshot() captured them a few per backend call
+ * (rdb_vc_step, from rdb_begin).  Values larger than a quarter of the
+ * budget bypass it.  Lists and maps are not cached: list_add stays a blind merge.  Values
  * returned to callers are still arena copies (below), so an eviction caused
  * by any call can never invalidate a pointer a caller holds.  TTL: the
  * cache returns stored bytes as RocksDB would, timestamp included; the TTL
@@ -75,12 +76,21 @@
  * cache then shows it "not yet cleaned up", which TTL allows, and an
  * explicit sl_rocksdb_compact empties the cache.
  *
- * Snapshots.  snapshot() writes the cache's dirty values (O(dirty values),
- * bounded by the cache budget), takes a RocksDB snapshot and copies the
- * state registry.  snapshot_write reads one key group through the
- * snapshot with its own iterator, on any thread; RocksDB makes that safe
- * with the task writing.  The view holds a reference on the database (the
- * "core"), so it may outlive the backend.
+ * Snapshots.  snapshot() captures the cache's dirty values (sl_rvc_capture:
+ * O(1), nothing written or copied — the cache copies a captured entry when
+ * the task changes it), takes a RocksDB snapshot at the same moment and
+ * copies the state registry: O(states), whatever the cache holds.
+ * snapshot_write reads one key group through the RocksDB snapshot with its
+ * own iterator and merges the captured values of that key group over it
+ * (captured values win, captured absences are deletes: the same entries,
+ * so the same bytes, as writing them first and reading RocksDB), on any
+ * thread; RocksDB makes that safe with the task writing, the capture by
+ * never changing what it shows.  The view holds a reference on the database
+ * (the "core") and on the capture, so it may outlive the backend.  The
+ * captured values still have to reach RocksDB: the task writes
+ * RDB_VC_STEP of them (opts value_cache_writeback) per later backend call,
+ * RDB_VC_CALLS calls' worth in one batch (rdb_vc_step), and every
+ * flush writes what is left.
  *
  * TTL.  Values of a state with ttl_ms > 0 start with an 8-byte LE
  * timestamp (state_backend.h).  snapshot_write leaves out expired values,
@@ -134,6 +144,9 @@
 #define RDB_BATCH_BYTES (4u << 20) /* restore and rescale write batches */
 #define RDB_PIN_BASE_MAX (256u << 10)
 #define RDB_PIN_MAX_BYTES (16u << 20)
+#define RDB_VC_STEP 32u /* captured values written back per backend call (default), on average: */
+#define RDB_VC_CALLS 32u /* in one batch every RDB_VC_CALLS calls (a RocksDB write costs at least a
+                          * millisecond while RocksDB delays writes) */
 
 /* ------------------------------------------------------------------ */
 /* small encodings                                                     */
@@ -674,6 +687,8 @@ typedef struct rdb_backend {
      * carries its dirty entries to RocksDB */
     sl_rvc_t *vc;
     rocksdb_writebatch_t *vwb;
+    size_t vc_step;    /* captured values written back per call (rdb_vc_step) */
+    uint32_t vc_calls; /* calls since the last rdb_vc_step */
     /* the clock last passed to the compaction filter */
     int64_t (*seen_clock)(void *);
     void *seen_ctx;
@@ -747,7 +762,7 @@ static int rdb_flush_pending(rdb_backend_t *rb) {
     rb->pending = false;
     if (rb->pent) { /* nothing touched the cache since get_mut: the entry is there, as large */
         sl_rvc_ent_t *ent = sl_rvc_set_value(rb->vc, rb->pent, rb->pval, rb->plen);
-        sl_rvc_mark(rb->vc, ent, true);
+        (void)sl_rvc_mark(rb->vc, ent, true);
         rb->pent = NULL;
         return SL_OK;
     }
@@ -756,9 +771,12 @@ static int rdb_flush_pending(rdb_backend_t *rb) {
     return e ? rdb_fail(rb, "put", e) : SL_OK;
 }
 
+static void rdb_vc_step(rdb_backend_t *rb);
+
 /* Called first by every operation: passes a new clock on to the
- * compaction filter, stores a pending get_mut value. */
-static inline int rdb_begin(rdb_backend_t *rb) {
+ * compaction filter, stores a pending get_mut value, and (step) writes a
+ * few captured values back (rdb_vc_step). */
+static inline int rdb_begin_step(rdb_backend_t *rb, bool step) {
     sl_keyed_backend_t *b = &rb->base;
     if (SL_UNLIKELY(b->clock != rb->seen_clock || b->clock_ctx != rb->seen_ctx)) {
         rb->seen_clock = b->clock;
@@ -768,8 +786,12 @@ static inline int rdb_begin(rdb_backend_t *rb) {
         rb->core->ttl.clock_ctx = b->clock_ctx;
         pthread_mutex_unlock(&rb->core->ttl.mu);
     }
-    return rb->pending ? rdb_flush_pending(rb) : SL_OK;
+    int rc = rb->pending ? rdb_flush_pending(rb) : SL_OK;
+    if (step && rb->vc && SL_UNLIKELY(sl_rvc_busy(rb->vc)) && ++rb->vc_calls >= RDB_VC_CALLS) rdb_vc_step(rb);
+    return rc;
 }
+
+static inline int rdb_begin(rdb_backend_t *rb) { return rdb_begin_step(rb, true); }
 
 /* Start of a modifying operation: 0, or SL_ESTATE once an error was seen. */
 static inline int rdb_begin_write(rdb_backend_t *rb) {
@@ -959,7 +981,7 @@ static int rdb_vc_commit(rdb_backend_t *rb, const char *what) {
 static void rdb_vc_write(void *ctx, const sl_rvc_ent_t *e) {
     rdb_backend_t *rb = ctx;
     const char *k = (const char *)sl_rvc_key(e);
-    if (!(e->flags & SL_RVC_ABSENT))
+    if (!sl_rvc_absent(e))
         rocksdb_writebatch_put(rb->vwb, k, e->klen, (const char *)e->data + e->klen, e->vlen);
     else if (e->flags & SL_RVC_IN_DB)
         rocksdb_writebatch_delete(rb->vwb, k, e->klen);
@@ -974,6 +996,16 @@ static int rdb_vc_flush(rdb_backend_t *rb) {
     sl_rvc_flush(rb->vc, rdb_vc_write, rb);
     int rc = rdb_vc_commit(rb, "writing cached values");
     return rc ? rc : rb->errc;
+}
+
+/* The task's share of the captures (rocksdb_cache.h): captured values
+ * written back, vc_step per backend call on average in one batch every
+ * RDB_VC_CALLS calls, committed at once (nothing may read the database
+ * with them still in the batch). */
+static void rdb_vc_step(rdb_backend_t *rb) {
+    rb->vc_calls = 0;
+    if (sl_rvc_step(rb->vc, rb->vc_step * RDB_VC_CALLS, rdb_vc_write, rb))
+        rdb_vc_commit(rb, "writing captured values");
 }
 
 /* Room for `need` more bytes (never evicting keep); evicted dirty entries
@@ -1070,7 +1102,7 @@ static const void *rdb_get(sl_keyed_backend_t *b, int sid, const void *ns, uint3
     size_t n = 0;
     const void *v;
     if (e) {
-        if (e->flags & SL_RVC_ABSENT) return NULL;
+        if (sl_rvc_absent(e)) return NULL;
         n = e->vlen;
         v = sl_rvc_val(e);
     } else {
@@ -1104,7 +1136,7 @@ static void *rdb_vc_get_mut(rdb_backend_t *rb, rdb_state_t *st, uint32_t vlen, b
         return NULL;
     }
     uint8_t *p = rdb_arena_alloc(&st->pin, vlen);
-    bool absent = (e->flags & SL_RVC_ABSENT) != 0;
+    bool absent = sl_rvc_absent(e);
     size_t keep = absent ? 0 : SL_MIN((size_t)e->vlen, (size_t)vlen);
     if (keep) memcpy(p, sl_rvc_val(e), keep);
     if (vlen > keep) memset(p + keep, 0, vlen - keep);
@@ -1112,7 +1144,7 @@ static void *rdb_vc_get_mut(rdb_backend_t *rb, rdb_state_t *st, uint32_t vlen, b
     if (absent || e->vlen != vlen) { /* exists as returned now, as the caller changes it before the next call */
         if (vlen > e->vcap) rdb_vc_room(rb, vlen - e->vcap, e);
         e = sl_rvc_set_value(rb->vc, e, p, vlen);
-        sl_rvc_mark(rb->vc, e, true);
+        e = sl_rvc_mark(rb->vc, e, true);
         rb->pending = true;
         rb->psid = (int)(st - rb->states);
         rb->pent = e;
@@ -1186,11 +1218,11 @@ static int rdb_put(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t nsle
                 rdb_vc_room(rb, sl_rvc_cost((uint32_t)rb->k.len, vlen), NULL);
                 /* RocksDB may hold an older value: a later remove must delete it */
                 sl_rvc_insert(rb->vc, rb->k.p, (uint32_t)rb->k.len, h, v, vlen, SL_RVC_DIRTY | SL_RVC_IN_DB);
-            } else if (e->flags & SL_RVC_DIRTY || e->flags & SL_RVC_ABSENT || e->vlen != vlen ||
+            } else if (e->flags & SL_RVC_DIRTY || sl_rvc_absent(e) || e->vlen != vlen ||
                        (vlen && memcmp(sl_rvc_val(e), v, vlen) != 0)) { /* (a clean equal value stays clean) */
                 if (vlen > e->vcap) rdb_vc_room(rb, vlen - e->vcap, e);
                 e = sl_rvc_set_value(rb->vc, e, v, vlen);
-                sl_rvc_mark(rb->vc, e, true);
+                (void)sl_rvc_mark(rb->vc, e, true);
             }
             rdb_arena_reset(&st->pin); /* after the copy: v may point into it */
             return rb->errc;
@@ -1240,10 +1272,10 @@ static int rdb_remove(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t n
         uint64_t h = sl_hash_bytes(rb->k.p, rb->k.len);
         sl_rvc_ent_t *e = sl_rvc_find(rb->vc, rb->k.p, (uint32_t)rb->k.len, h);
         if (e) {
-            found = !(e->flags & SL_RVC_ABSENT);
+            found = !sl_rvc_absent(e);
             if (found) {
-                sl_rvc_set_absent(rb->vc, e);
-                sl_rvc_mark(rb->vc, e, (e->flags & SL_RVC_IN_DB) != 0); /* nothing to delete otherwise */
+                e = sl_rvc_set_absent(rb->vc, e);
+                (void)sl_rvc_mark(rb->vc, e, (e->flags & SL_RVC_IN_DB) != 0); /* nothing to delete otherwise */
             }
         } else if ((found = rdb_exists(rb, &rb->k)) >= 0) {
             rdb_vc_room(rb, sl_rvc_cost((uint32_t)rb->k.len, 0), NULL);
@@ -1529,6 +1561,7 @@ typedef struct rdb_snap {
     sl_kb_snapshot_t base; /* first */
     rdb_core_t *core;
     const rocksdb_snapshot_t *snap;
+    sl_rvc_capture_t *cap; /* the value cache's dirty values at snapshot() (NULL: no cache) */
     int64_t now_ms;        /* the TTL clock at snapshot() */
     int nstates;
     rdb_snap_state_t *states; /* in bytewise order of name */
@@ -1541,8 +1574,11 @@ static int rdb_snap_state_cmp(const void *a, const void *b) {
 static int rdb_snapshot(sl_keyed_backend_t *b, sl_kb_snapshot_t **out) {
     rdb_backend_t *rb = RB(b);
     if (!out) return SL_EINVAL;
-    int rc = rdb_begin_write(rb); /* a pending get_mut value belongs to the snapshot */
-    if (!rc) rc = rdb_vc_flush(rb); /* and so do the cache's dirty values */
+    /* A pending get_mut value belongs to the snapshot (it goes into the
+     * cache).  No write-back step here: a RocksDB write may wait for a
+     * stalled memtable, and this is the synchronous phase. */
+    int rc = rdb_begin_step(rb, false);
+    if (!rc) rc = rb->errc;
     if (rc) return rc;
     rdb_snap_t *sn = sl_calloc(1, sizeof *sn);
     sn->base.ops = &rdb_ops;
@@ -1568,6 +1604,9 @@ static int rdb_snapshot(sl_keyed_backend_t *b, sl_kb_snapshot_t **out) {
     }
     t->snaps[t->nsnaps++] = sn->now_ms;
     pthread_mutex_unlock(&t->mu);
+    /* The cache's dirty values are captured, not written: the view is the
+     * database snapshot with the captured values on top (snapshot_write). */
+    sn->cap = rb->vc ? sl_rvc_capture(rb->vc) : NULL;
     sn->snap = rocksdb_create_snapshot(rb->core->db);
     *out = &sn->base;
     return SL_OK;
@@ -1578,6 +1617,7 @@ static void rdb_snapshot_release(sl_kb_snapshot_t *s) {
     if (!sn) return;
     rdb_core_t *c = sn->core;
     rocksdb_release_snapshot(c->db, sn->snap);
+    sl_rvc_capture_release(sn->cap);
     pthread_mutex_lock(&c->ttl.mu);
     for (int i = 0; i < c->ttl.nsnaps; i++)
         if (c->ttl.snaps[i] == sn->now_ms) {
@@ -1649,9 +1689,77 @@ static void rdb_w_flush_map(rdb_writer_t *w, uint32_t nitems, const rdb_kparts_t
     rdb_w_end(w);
 }
 
-/* Writes state ss of key group kg (name, kind, entries) to out. */
+/* One VALUE entry (stored key k, value v) into the writer, unless expired. */
+static int rdb_w_value(rdb_writer_t *w, const uint8_t *k, size_t kl, const uint8_t *v, size_t vl, int64_t ttl,
+                       int64_t now) {
+    rdb_kparts_t kp;
+    if (!rdb_parse_key(k, kl, &kp) || kp.restlen || vl > UINT32_MAX) return SL_ESTATE;
+    if (ttl > 0 && rdb_expired(v, vl, ttl, now)) return SL_OK;
+    rdb_w_begin(w, &kp);
+    sl_kbf_bytes(&w->sc, v, (uint32_t)vl);
+    rdb_w_end(w);
+    return SL_OK;
+}
+
+/* The captured cache entries ov[*lo, *hi) whose keys start with the 4-byte
+ * prefix p (ov is in bytewise key order; every key has the prefix's length
+ * at least). */
+static void rdb_ov_range(const sl_rvc_ent_t *const *ov, size_t n, const uint8_t p[RDB_KPFX], size_t *lo,
+                         size_t *hi) {
+    size_t a = 0, b = n;
+    while (a < b) { /* first with prefix >= p */
+        size_t m = a + (b - a) / 2;
+        if (memcmp(sl_rvc_key(ov[m]), p, RDB_KPFX) < 0)
+            a = m + 1;
+        else
+            b = m;
+    }
+    *lo = a;
+    for (b = n; a < b;) { /* first with prefix > p */
+        size_t m = a + (b - a) / 2;
+        if (memcmp(sl_rvc_key(ov[m]), p, RDB_KPFX) <= 0)
+            a = m + 1;
+        else
+            b = m;
+    }
+    *hi = a;
+}
+
+/* The entries of VALUE state prefix `seek`: the database snapshot's merged
+ * with the captured cache values ov[lo, hi) in key order — a captured value
+ * replaces the database's for its key, a captured absence deletes it. */
+static int rdb_write_values(const uint8_t seek[RDB_KPFX], rocksdb_iterator_t *it, const sl_rvc_ent_t *const *ov,
+                            size_t lo, size_t hi, int64_t ttl, int64_t now, rdb_writer_t *w) {
+    rocksdb_iter_seek(it, (const char *)seek, RDB_KPFX);
+    size_t o = lo;
+    for (;;) {
+        size_t kl = 0, vl = 0;
+        const uint8_t *k = NULL;
+        bool in_db = rocksdb_iter_valid(it);
+        if (in_db) {
+            k = rdb_iter_key(it, &kl);
+            in_db = kl >= RDB_KPFX && memcmp(k, seek, RDB_KPFX) == 0;
+        }
+        if (!in_db && o == hi) return SL_OK;
+        int c = !in_db ? 1 : o == hi ? -1 : rdb_bytes_cmp(k, (uint32_t)kl, sl_rvc_key(ov[o]), ov[o]->klen);
+        int rc = SL_OK;
+        if (c < 0) {
+            const uint8_t *v = (const uint8_t *)rocksdb_iter_value(it, &vl);
+            rc = rdb_w_value(w, k, kl, v, vl, ttl, now);
+            rocksdb_iter_next(it);
+        } else {
+            const sl_rvc_ent_t *e = ov[o++];
+            if (!sl_rvc_absent(e)) rc = rdb_w_value(w, sl_rvc_key(e), e->klen, sl_rvc_cval(e), e->vlen, ttl, now);
+            if (c == 0) rocksdb_iter_next(it);
+        }
+        if (rc) return rc;
+    }
+}
+
+/* Writes state ss of key group kg (name, kind, entries) to out; ov[0, nov)
+ * are the captured cache values (VALUE states only). */
 static int rdb_write_state(const rdb_snap_t *sn, const rdb_snap_state_t *ss, int kg, rocksdb_iterator_t *it,
-                           rdb_writer_t *w, sl_buf_t *out) {
+                           const sl_rvc_ent_t *const *ov, size_t nov, rdb_writer_t *w, sl_buf_t *out) {
     sl_kbf_bytes(out, ss->name, (uint32_t)strlen(ss->name));
     sl_kbf_u8(out, (uint8_t)ss->kind);
     w->sc.len = 0;
@@ -1663,6 +1771,14 @@ static int rdb_write_state(const rdb_snap_t *sn, const rdb_snap_state_t *ss, int
     uint32_t nitems = 0;
     rdb_kparts_t gkp = {0}; /* the map entry being built (points into w->group) */
     w->group.len = 0;
+    size_t olo = 0, ohi = 0;
+    if (nov) rdb_ov_range(ov, nov, seek, &olo, &ohi);
+    if (ss->kind != SL_STATE_VALUE && olo != ohi) return SL_ESTATE; /* only VALUE states are cached */
+    if (ss->kind == SL_STATE_VALUE) {
+        int rc = rdb_write_values(seek, it, ov, olo, ohi, ttl, now, w);
+        if (rc) return rc;
+        goto done;
+    }
     for (rocksdb_iter_seek(it, (const char *)seek, sizeof seek); rocksdb_iter_valid(it); rocksdb_iter_next(it)) {
         size_t kl, vl;
         const uint8_t *k = rdb_iter_key(it, &kl);
@@ -1672,12 +1788,7 @@ static int rdb_write_state(const rdb_snap_t *sn, const rdb_snap_state_t *ss, int
         const uint8_t *v = (const uint8_t *)rocksdb_iter_value(it, &vl);
         if (vl > UINT32_MAX) return SL_ESTATE;
         switch (ss->kind) {
-        case SL_STATE_VALUE:
-            if (kp.restlen) return SL_ESTATE;
-            if (ttl > 0 && rdb_expired(v, vl, ttl, now)) break;
-            rdb_w_begin(w, &kp);
-            sl_kbf_bytes(&w->sc, v, (uint32_t)vl);
-            rdb_w_end(w);
+        case SL_STATE_VALUE: /* above */
             break;
         case SL_STATE_LIST: {
             if (kp.restlen) return SL_ESTATE;
@@ -1711,6 +1822,7 @@ static int rdb_write_state(const rdb_snap_t *sn, const rdb_snap_state_t *ss, int
         }
     }
     if (ss->kind == SL_STATE_MAP) rdb_w_flush_map(w, nitems, &gkp);
+done:
     sl_kbf_varint(out, w->n);
     if (w->sorted) {
         sl_buf_append(out, w->sc.p, w->sc.len);
@@ -1721,7 +1833,7 @@ static int rdb_write_state(const rdb_snap_t *sn, const rdb_snap_state_t *ss, int
     return SL_OK;
 }
 
-/* Any thread: reads through the RocksDB snapshot only. */
+/* Any thread: reads through the RocksDB snapshot and the capture only. */
 static int rdb_snapshot_write(const sl_kb_snapshot_t *s, int kg, sl_buf_t *out) {
     const rdb_snap_t *sn = (const rdb_snap_t *)s;
     if (!sn || !out || kg < s->range.start || kg >= s->range.end) return SL_EINVAL;
@@ -1731,9 +1843,12 @@ static int rdb_snapshot_write(const sl_kb_snapshot_t *s, int kg, sl_buf_t *out) 
     rdb_iter_t x;
     rdb_iter_open(&x, sn->core->db, sn->snap, hi, sizeof hi, false);
     rdb_writer_t w = {0};
+    size_t nov = 0;
+    const sl_rvc_ent_t *const *ov = sn->cap ? sl_rvc_capture_entries(sn->cap, &nov) : NULL;
     size_t start = sl_kbf_begin(out, s->max_parallelism, kg, (uint32_t)sn->nstates);
     int rc = SL_OK;
-    for (int i = 0; i < sn->nstates && !rc; i++) rc = rdb_write_state(sn, &sn->states[i], kg, x.it, &w, out);
+    for (int i = 0; i < sn->nstates && !rc; i++)
+        rc = rdb_write_state(sn, &sn->states[i], kg, x.it, ov, nov, &w, out);
     char *e = rdb_iter_close(&x);
     if (e) {
         rocksdb_free(e);
@@ -2073,6 +2188,9 @@ static rdb_backend_t *rdb_backend_alloc(int maxp, sl_kg_range_t range, rdb_core_
         size_t wb = opts->write_buffer_bytes ? opts->write_buffer_bytes : 64 * RDB_MIB;
         rb->vc = sl_rvc_new(opts->value_cache_bytes ? (size_t)opts->value_cache_bytes : wb);
         rb->vwb = rocksdb_writebatch_create();
+        rb->vc_step = opts->value_cache_writeback > 0    ? (size_t)opts->value_cache_writeback
+                      : opts->value_cache_writeback < 0 ? 0
+                                                        : RDB_VC_STEP;
     }
     rdb_instance_id(rb->instance);
     return rb;
@@ -2493,7 +2611,7 @@ int sl_rocksdb_memory(sl_keyed_backend_t *b, sl_rocksdb_mem_t *out) {
     out->live_sst_bytes = rdb_prop(db, "rocksdb.live-sst-files-size");
     sl_rvc_stats_t vs = {0};
     if (RB(b)->vc) sl_rvc_stats(RB(b)->vc, &vs);
-    out->value_cache = vs.bytes;
+    out->value_cache = vs.bytes + vs.captured_bytes; /* with captured copies a checkpoint still reads */
     return SL_OK;
 }
 

@@ -17,10 +17,13 @@
  *     the next call on the backend).  Callers check ops->name (the window
  *     operator's put_after_mut).
  *   - VALUE states go through a write-back cache (rocksdb_cache.h, opts
- *     value_cache_bytes): their changes reach RocksDB when evicted or when
- *     something reads RocksDB otherwise (snapshot, native snapshot,
- *     foreach_entry, count, restore, compaction).  snapshot() therefore costs
- *     O(dirty cached values) on top of O(states).
+ *     value_cache_bytes): their changes reach RocksDB when evicted, when
+ *     something reads RocksDB otherwise (native snapshot, foreach_entry,
+ *     count, restore, compaction), or, after a snapshot() captured them, a
+ *     few per later backend call.  snapshot() captures the dirty values
+ *     without writing or copying them (O(1)) and costs O(states) like the
+ *     heap's; snapshot_write merges them over the database snapshot.  A
+ *     native snapshot still writes them all (and flushes the memtables).
  *   - list_foreach element pointers are 8-byte aligned and live as long as a
  *     get pointer; map_foreach pointers only during the callback.
  *   - count and foreach_entry scan the state: O(entries of the state).
@@ -64,7 +67,9 @@ size_t sl_rocksdb_cache_usage(const sl_rocksdb_cache_t *c);
  *                cached with them, the SSTs' index and filter blocks)
  * + write_buffer_bytes (memtables: two of write_buffer_bytes / 2 each; a full
  *                       one is flushed to an SST in the background)
- * + value_cache_bytes (the write-back cache of VALUE states)
+ * + value_cache_bytes (the write-back cache of VALUE states; while a
+ *                      checkpoint is written, up to as much again for the
+ *                      values changed since, copied on write)
  * + the reads pinned for get pointers and a snapshot_write's one key group
  *   of one state being sorted (like the heap backend's).
  * Zero fields take the defaults in brackets. */
@@ -77,6 +82,9 @@ typedef struct sl_rocksdb_opts {
     int background_jobs;          /* [2] flush and compaction threads */
     int max_open_files;           /* [-1: unlimited] SST readers kept open */
     int64_t value_cache_bytes;    /* [write_buffer_bytes] write-back cache of VALUE states; < 0: none */
+    int value_cache_writeback;    /* [32] values a snapshot captured that each later backend call
+                                   * writes back to RocksDB (rocksdb_backend.c, "Snapshots"); < 0:
+                                   * none (they reach it when evicted or flushed) */
 } sl_rocksdb_opts_t;
 
 /* A new, empty backend for key groups `range` of max_parallelism.  NULL
@@ -157,7 +165,8 @@ typedef struct sl_rocksdb_mem {
     uint64_t block_cache_cap;  /* rocksdb.block-cache-capacity */
     uint64_t table_readers;    /* rocksdb.estimate-table-readers-mem (outside the cache) */
     uint64_t live_sst_bytes;   /* rocksdb.live-sst-files-size (disk) */
-    uint64_t value_cache;      /* the backend's value cache (entries and table) */
+    uint64_t value_cache;      /* the backend's value cache (entries and table, and the copies of
+                                * captured values that checkpoints being written still read) */
 } sl_rocksdb_mem_t;
 int sl_rocksdb_memory(sl_keyed_backend_t *b, sl_rocksdb_mem_t *out);
 
