@@ -1,7 +1,7 @@
 /*
  * test_sql_plan.c — the compiled-plan parser (src/sql/sql_plan.c) without a
  * JVM, on plans Flink's planner compiled (tests/data/sql/plans/, from the
- * Nexmark q1 and q21 scripts by sql/compiler's jar):
+ * Nexmark q1, q17 and q21 scripts and agg_retract.sql by sql/compiler's jar):
  *   - every unsupported part is refused by name before a job exists: a node
  *     type, a node version, a function, a UDF, a type, a source or sink
  *     connector, a connector option, a changelog mode, the Flink version;
@@ -91,8 +91,8 @@ static json_t *find_call(json_t *j, const char *name) {
 }
 
 TEST(valid_plans_parse) {
-    const char *names[] = {"q1.plan.json", "q21.plan.json"};
-    for (int i = 0; i < 2; i++) {
+    const char *names[] = {"q1.plan.json", "q21.plan.json", "q17.plan.json", "agg_retract.plan.json"};
+    for (int i = 0; i < 4; i++) {
         json_t *j = load(names[i]);
         CHECK(j != NULL);
         const char *e = try_parse(j);
@@ -112,9 +112,9 @@ TEST(unsupported_refused_by_name) {
     const char *e;
 
     j = json_deep_copy(base); /* a node type */
-    json_object_set_new(node_of_type(j, "stream-exec-calc"), "type", json_string("stream-exec-group-aggregate_1"));
+    json_object_set_new(node_of_type(j, "stream-exec-calc"), "type", json_string("stream-exec-window-aggregate_1"));
     e = try_parse(j);
-    CHECK_CONTAINS(e, "stream-exec-group-aggregate");
+    CHECK_CONTAINS(e, "stream-exec-window-aggregate");
     CHECK_CONTAINS(e, "not supported");
     CHECK_CONTAINS(e, "q21.sql:18"); /* the statement */
     json_decref(j);
@@ -164,8 +164,8 @@ TEST(unsupported_refused_by_name) {
 
     j = json_deep_copy(base); /* a changelog mode */
     sink = node_of_type(j, "stream-exec-sink");
-    json_object_set_new(sink, "inputChangelogMode", json_pack("[s, s]", "INSERT", "UPDATE_AFTER"));
-    CHECK_CONTAINS(try_parse(j), "changelog mode UPDATE_AFTER");
+    json_object_set_new(sink, "inputChangelogMode", json_pack("[s, s]", "INSERT", "UPSERT"));
+    CHECK_CONTAINS(try_parse(j), "changelog mode UPSERT");
     json_decref(j);
 
     j = json_deep_copy(base); /* a type */
@@ -185,6 +185,85 @@ TEST(unsupported_refused_by_name) {
     json_t *edges = json_object_get(j, "edges");
     json_object_set_new(json_object_get(json_array_get(edges, 0), "shuffle"), "type", json_string("HASH"));
     CHECK_CONTAINS(try_parse(j), "shuffle HASH");
+    json_decref(j);
+    json_decref(base);
+
+    /* group aggregates: what is not supported is refused by name */
+    base = load("agg_retract.plan.json"); /* the second aggregate's input is updating */
+    CHECK(base != NULL);
+    json_t *nodes = json_object_get(base, "nodes");
+    json_t *outer = NULL;
+    for (size_t i = 0; i < json_array_size(nodes); i++) {
+        json_t *n = json_array_get(nodes, i);
+        const char *t = json_string_value(json_object_get(n, "type"));
+        if (t && !strncmp(t, "stream-exec-group-aggregate", 27)) outer = n; /* the last one */
+    }
+    CHECK(outer != NULL);
+    size_t oi = 0;
+    for (; oi < json_array_size(nodes) && json_array_get(nodes, oi) != outer; oi++) {}
+
+    j = json_deep_copy(base); /* MIN over an updating input (SUM(s) made MIN(s)) */
+    json_t *call = json_array_get(json_object_get(json_array_get(json_object_get(j, "nodes"), oi), "aggCalls"), 3);
+    json_object_set_new(call, "internalName", json_string("$MIN$1"));
+    e = try_parse(j);
+    CHECK_CONTAINS(e, "MIN over an updating input");
+    CHECK_CONTAINS(e, "agg_retract.sql:17");
+    json_decref(j);
+
+    j = json_deep_copy(base); /* an aggregate function */
+    call = json_array_get(json_object_get(json_array_get(json_object_get(j, "nodes"), oi), "aggCalls"), 3);
+    json_object_set_new(call, "internalName", json_string("$LISTAGG$1"));
+    CHECK_CONTAINS(try_parse(j), "aggregate function $LISTAGG$1 is not supported");
+    json_decref(j);
+
+    j = json_deep_copy(base); /* mini-batch */
+    json_object_set_new(json_object_get(json_array_get(json_object_get(j, "nodes"), oi), "configuration"),
+                        "table.exec.mini-batch.enabled", json_string("true"));
+    CHECK_CONTAINS(try_parse(j), "table.exec.mini-batch.enabled");
+    json_decref(j);
+
+    j = json_deep_copy(base); /* state TTL */
+    json_object_set_new(json_array_get(json_object_get(json_array_get(json_object_get(j, "nodes"), oi), "state"), 0),
+                        "ttl", json_string("3600000 ms"));
+    CHECK_CONTAINS(try_parse(j), "state TTL '3600000 ms'");
+    json_decref(j);
+
+    j = json_deep_copy(base); /* an exchange distribution */
+    json_t *ex = node_of_type(j, "stream-exec-exchange");
+    json_object_set_new(json_object_get(json_array_get(json_object_get(ex, "inputProperties"), 0), "requiredDistribution"),
+                        "type", json_string("BROADCAST"));
+    CHECK_CONTAINS(try_parse(j), "distribution BROADCAST is not supported");
+    json_decref(j);
+
+    j = json_deep_copy(base); /* a hash exchange into a node other than a group aggregate */
+    ex = node_of_type(j, "stream-exec-exchange");
+    json_int_t exid = json_integer_value(json_object_get(ex, "id"));
+    for (size_t i = 0; i < json_array_size(json_object_get(j, "edges")); i++) {
+        json_t *e1 = json_array_get(json_object_get(j, "edges"), i);
+        if (json_integer_value(json_object_get(e1, "source")) != exid) continue;
+        json_int_t tid = json_integer_value(json_object_get(e1, "target"));
+        for (size_t k = 0; k < json_array_size(json_object_get(j, "nodes")); k++) {
+            json_t *t = json_array_get(json_object_get(j, "nodes"), k);
+            if (json_integer_value(json_object_get(t, "id")) == tid) json_object_set_new(t, "type", json_string("stream-exec-calc_1"));
+        }
+    }
+    e = try_parse(j);
+    CHECK_CONTAINS(e, "HASH exchange");
+    CHECK_CONTAINS(e, "only into group aggregates");
+    json_decref(j);
+
+    j = json_deep_copy(base); /* an updating input into a node that takes none: UNION ALL of the aggregate */
+    json_t *u = json_deep_copy(json_array_get(json_object_get(j, "nodes"), oi + 1));
+    json_object_set_new(u, "id", json_integer(999));
+    json_object_set_new(u, "type", json_string("stream-exec-union_1"));
+    json_array_insert_new(json_object_get(j, "nodes"), oi + 1, u);
+    json_t *ed = json_object_get(j, "edges");
+    json_int_t oid = json_integer_value(json_object_get(outer, "id"));
+    json_array_append_new(ed, json_pack("{s:I, s:I, s:{s:s}, s:s}", "source", oid, "target", (json_int_t)999, "shuffle",
+                                        "type", "FORWARD", "shuffleMode", "PIPELINED"));
+    json_array_append_new(ed, json_pack("{s:I, s:I, s:{s:s}, s:s}", "source", oid, "target", (json_int_t)999, "shuffle",
+                                        "type", "FORWARD", "shuffleMode", "PIPELINED"));
+    CHECK_CONTAINS(try_parse(j), "an updating input");
     json_decref(j);
     json_decref(base);
 }
@@ -249,9 +328,9 @@ static void parse_and_build(const char *text, size_t len, long *refused, long *a
 }
 
 TEST(damaged_plans_never_crash) {
-    const char *names[] = {"q1.plan.json", "q21.plan.json"};
+    const char *names[] = {"q1.plan.json", "q21.plan.json", "q17.plan.json", "agg_retract.plan.json"};
     long refused = 0, accepted = 0;
-    for (int f = 0; f < 2; f++) {
+    for (int f = 0; f < 4; f++) {
         size_t len;
         char *text = slurp(names[f], &len);
         CHECK(text != NULL);

@@ -4,10 +4,12 @@
  * Flink's own planner compiles a SQL script into Flink's compiled-plan JSON
  * (FLIP-190, TableEnvironment.compilePlanSql; `sluice sql --compile` runs it
  * through sql/compiler's jar), and sluice executes that plan natively: no
- * JVM while the job runs.  This slice runs stateless plans: table source
- * scans of the 'nexmark' connector, calc (projection and filter over Flink's
- * expressions), watermark assigners, forward exchanges, unions and sinks
- * ('blackhole', 'print').  Anything else in a plan — a node, a node version,
+ * JVM while the job runs.  It runs table source scans of the 'nexmark'
+ * connector, calc (projection and filter over Flink's expressions),
+ * watermark assigners, forward / hash / singleton exchanges, unions, group
+ * aggregates (non-windowed GROUP BY with COUNT, SUM, AVG, MIN, MAX,
+ * DISTINCT and FILTER; their changelog of +I / -U / +U / -D rows flows to
+ * the sinks) and sinks ('blackhole', 'print').  Anything else in a plan — a node, a node version,
  * a function, a type, a connector or an option — is refused by
  * sl_sql_plan_parse, naming it (and the statement's file and line when the
  * plan came from `sluice sql --compile`), before a job is built.
@@ -45,6 +47,18 @@ typedef struct sl_sql_opts {
     const char *collect_path;
     /* If >= 0, overrides every nexmark source's 'events.num'. */
     int64_t nexmark_events;
+    /* If set (and collect_path is not), every sink of the plan is the sink
+     * this returns for it (sink_index counts the plan's sinks in order),
+     * over rows of `schema`: the sink's columns flattened, and for an
+     * updating input a trailing INT field "$rowkind" holding Flink's
+     * RowKind byte (0 +I, 1 -U, 2 +U, 3 -D).  Called from the builder
+     * thread by sl_sql_plan_build; the sink is owned by the job. */
+    sl_sink_t (*sink_override)(void *ctx, int sink_index, const sl_schema_t *schema);
+    void *sink_ctx;
+    /* If > 0, every nexmark source reads this many splits (whatever its
+     * parallelism), so a checkpoint restores at another parallelism
+     * (sl_nexmark_opts_t.splits); 0: one per subtask. */
+    int nexmark_splits;
 } sl_sql_opts_t;
 
 /* Options with nothing overridden. */

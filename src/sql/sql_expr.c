@@ -4,7 +4,8 @@
  * Flink's semantics: three-valued logic with NULL, Java's wrapping integer
  * arithmetic, DECIMAL(p, s) with HALF_UP rounding and NULL on overflow,
  * CASE, CAST, SEARCH (IN / ranges), and the string functions the Nexmark
- * queries use.  Anything else is refused when the expression is compiled,
+ * queries use (and DATE_FORMAT of a TIMESTAMP with a literal pattern of
+ * Java's SimpleDateFormat letters y M d H m s S).  Anything else is refused when the expression is compiled,
  * naming the function or type.
  */
 #include <ctype.h>
@@ -22,7 +23,7 @@ typedef enum {
     OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_AND, OP_OR, OP_NOT, OP_IS_NULL, OP_IS_NOT_NULL,
     OP_IS_TRUE, OP_IS_NOT_TRUE, OP_IS_FALSE, OP_IS_NOT_FALSE, OP_PLUS, OP_MINUS, OP_TIMES, OP_DIVIDE,
     OP_MOD, OP_NEG, OP_CASE, OP_CAST, OP_LOWER, OP_UPPER, OP_CHAR_LENGTH, OP_CONCAT,
-    OP_REGEXP_EXTRACT, OP_SPLIT_INDEX, OP_SEARCH, OP_COALESCE, OP_ABS
+    OP_REGEXP_EXTRACT, OP_SPLIT_INDEX, OP_SEARCH, OP_COALESCE, OP_ABS, OP_DATE_FORMAT
 } op_t;
 
 static const struct {
@@ -39,7 +40,7 @@ static const struct {
     {"CAST", OP_CAST, 1, 1}, {"LOWER", OP_LOWER, 1, 1}, {"UPPER", OP_UPPER, 1, 1},
     {"CHAR_LENGTH", OP_CHAR_LENGTH, 1, 1}, {"||", OP_CONCAT, 2, 2}, {"REGEXP_EXTRACT", OP_REGEXP_EXTRACT, 2, 3},
     {"SPLIT_INDEX", OP_SPLIT_INDEX, 3, 3}, {"SEARCH", OP_SEARCH, 2, 2}, {"COALESCE", OP_COALESCE, 1, 1 << 20},
-    {"ABS", OP_ABS, 1, 1},
+    {"ABS", OP_ABS, 1, 1}, {"DATE_FORMAT", OP_DATE_FORMAT, 2, 2},
 };
 
 typedef struct sarg_range {
@@ -276,6 +277,8 @@ static int find_op(const char *name) {
 
 /* A Java regex that POSIX ERE reads the same way (no classes like \d, no
  * lazy or possessive quantifiers, no groups with (?...), no back references). */
+static const char *date_format_check(const char *f, uint32_t n);
+
 static const char *java_only_regex(const char *p) {
     for (const char *c = p; *c; c++) {
         if (*c == '\\' && c[1]) {
@@ -445,6 +448,16 @@ static sql_expr_t *compile_call(const json_t *j, const sql_input_t *in, const ch
             FAIL("REGEXP_EXTRACT with a pattern that is not a literal is not supported");
         }
         break;
+    case OP_DATE_FORMAT:
+        if (a0->kind != SK_TIMESTAMP || !sql_kind_string(a1->kind))
+            FAIL("DATE_FORMAT of %s, %s is not supported (TIMESTAMP, pattern)", a0->text, a1->text);
+        if (e->args[1]->kind != X_LIT || e->args[1]->lit.null)
+            FAIL("DATE_FORMAT with a pattern that is not a literal is not supported");
+        {
+            const char *bad = date_format_check(e->args[1]->lit.s, e->args[1]->lit.len);
+            if (bad) FAIL("DATE_FORMAT pattern '%.*s': %s", (int)e->args[1]->lit.len, e->args[1]->lit.s, bad);
+        }
+        break;
     case OP_SPLIT_INDEX:
         if (!sql_kind_string(a0->kind) || !sql_kind_string(a1->kind) || !sql_kind_integral(e->args[2]->type->kind))
             FAIL("SPLIT_INDEX of %s, %s, %s", a0->text, a1->text, e->args[2]->type->text);
@@ -604,6 +617,64 @@ static void civil_from_days(int64_t z, int64_t *y, unsigned *m, unsigned *d) {
     *d = doy - (153 * mp + 2) / 5 + 1;
     *m = mp < 10 ? mp + 3 : mp - 9;
     *y = yy + (*m <= 2);
+}
+
+/* DATE_FORMAT's patterns (Java's SimpleDateFormat): runs of the letters
+ * y (yy: two digits, else at least that many), M, d, H, m, s (zero-padded
+ * to the run's length), S (milliseconds, padded), text in '...' ('' is a
+ * quote), anything else as is.  NULL if the pattern is supported, else why. */
+static const char *date_format_check(const char *f, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) {
+        char c = f[i];
+        if (c == '\'') {
+            uint32_t j = i + 1;
+            while (j < n && f[j] != '\'') j++;
+            if (j == n) return "an unterminated quote";
+            i = j;
+        } else if (isalpha((unsigned char)c) && !strchr("yMdHmsS", c)) {
+            return "a letter other than y M d H m s S";
+        } else if (c == 'M' && i + 2 < n && f[i + 1] == 'M' && f[i + 2] == 'M') {
+            return "month names (MMM) are not supported";
+        }
+    }
+    return NULL;
+}
+
+static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+/* Writes the formatted text of ms (at most 4 * n + 32 bytes); returns its length. */
+static int date_format(int64_t ms, const char *f, uint32_t n, char *out) {
+    int64_t days = floor_div(ms, 86400000), rem = ms - days * 86400000, y;
+    unsigned mo, d;
+    civil_from_days(days, &y, &mo, &d);
+    int k = 0;
+    for (uint32_t i = 0; i < n;) {
+        char c = f[i];
+        if (c == '\'') {
+            if (i + 1 < n && f[i + 1] == '\'') {
+                out[k++] = '\'';
+                i += 2;
+                continue;
+            }
+            uint32_t j = i + 1;
+            while (j < n && f[j] != '\'') out[k++] = f[j++];
+            i = j + 1;
+            continue;
+        }
+        if (!strchr("yMdHmsS", c) || !isalpha((unsigned char)c)) {
+            out[k++] = c;
+            i++;
+            continue;
+        }
+        uint32_t run = 1;
+        while (i + run < n && f[i + run] == c) run++;
+        int64_t v = c == 'y' ? y : c == 'M' ? mo : c == 'd' ? d : c == 'H' ? rem / 3600000 : c == 'm' ? rem / 60000 % 60
+                  : c == 's' ? rem / 1000 % 60 : rem % 1000;
+        if (c == 'y' && run == 2) v = ((v % 100) + 100) % 100;
+        k += sprintf(out + k, "%0*lld", (int)(run > 20 ? 20 : run), (long long)v);
+        i += run;
+    }
+    return k;
 }
 
 static int format_ts(int64_t ms, int precision, char *buf, size_t cap) {
@@ -1081,6 +1152,12 @@ static int eval(const sql_expr_t *e, const sl_row_t *row, sql_scratch_t *sc, sql
             idx = c.i;
         }
         return regexp_extract(e, &a, idx, sc, out);
+    }
+    case OP_DATE_FORMAT: {
+        char *p = scratch_alloc(sc, (size_t)b.len * 4 + 32);
+        out->s = p;
+        out->len = (uint32_t)date_format(a.i, b.s, b.len, p);
+        return 0;
     }
     case OP_SPLIT_INDEX: {
         sql_val_t c;

@@ -122,4 +122,36 @@ void sql_val_read(const sql_type_t *t, const sl_row_t *row, int i, sql_val_t *v)
 /* Canonical text of a value (RowFormat.java's): \N, TRUE/FALSE, decimal, ... */
 int sql_val_format(const sql_type_t *t, const sql_val_t *v, char *buf, size_t cap);
 
+/* ---- changelogs, keys, group aggregates (sql_agg.c) -------------------------- */
+
+/* A row of an updating stream carries its kind (Flink's RowKind byte) in a
+ * trailing hidden INT field, SQL_KIND_FIELD, after its columns' flat fields. */
+enum { SQL_KIND_INSERT = 0, SQL_KIND_UPDATE_BEFORE = 1, SQL_KIND_UPDATE_AFTER = 2, SQL_KIND_DELETE = 3 };
+#define SQL_KIND_FIELD "$rowkind"
+
+/* The key of a HASH exchange or a GROUP BY: flat fields of these types. */
+typedef struct sql_key {
+    int n;
+    int flat[64];
+    const sql_type_t *types[64];
+    const char *desc; /* the node, for messages */
+} sql_key_t;
+/* Canonical bytes of row's key (a NULL byte then the value per field); the
+ * length, or SL_EINVAL if longer than cap. */
+int sql_key_encode(const sql_key_t *key, const sl_row_t *row, uint8_t *buf, int cap);
+/* keyBy with that encoding (key must outlive the job). */
+sl_keyed_t *sql_key_by(sl_stream_t *s, const sql_key_t *key);
+
+typedef struct sql_agg sql_agg_t;
+/* Parses a stream-exec-group-aggregate_1 node over input `in` (in_changelog:
+ * its rows carry a kind) with output columns cols; NULL and a message
+ * naming what is not supported. */
+sql_agg_t *sql_agg_parse(const json_t *jn, const sql_input_t *in, bool in_changelog, int ncols,
+                         sql_type_t *const *cols, const char *desc, char *err, size_t errlen);
+void sql_agg_free(sql_agg_t *a);
+/* The keyed process operator of the aggregate, keyed by its grouping
+ * columns (none: one key, so one subtask, as Flink's SINGLETON); out_schema
+ * is the node's flat schema with the kind field last. */
+sl_stream_t *sql_agg_build(sl_env_t *env, sl_stream_t *in, sql_agg_t *a, sl_schema_t *out_schema);
+
 #endif

@@ -9,14 +9,24 @@
  * here, by name, with the node, its description and — when the plan came
  * from sql/compiler — the statement's file and line.
  *
- * Nodes (this slice: stateless plans):
+ * Nodes:
  *   stream-exec-table-source-scan_1  connector 'nexmark' (the official DDL's table)
- *   stream-exec-calc_1               flat_map: condition, then projection
+ *   stream-exec-calc_1               flat_map: condition, then projection (the
+ *                                    row kind of an updating input passes through)
  *   stream-exec-watermark-assigner_1 sl_assign_timestamps, rowtime - INTERVAL
- *   stream-exec-exchange_1           FORWARD / UNKNOWN distribution only
- *   stream-exec-union_1              sl_union
+ *   stream-exec-exchange_1           FORWARD / UNKNOWN: nothing; HASH[keys] and
+ *                                    SINGLETON only into a group aggregate, which
+ *                                    keys by its grouping columns (the same; none:
+ *                                    one key, one subtask, as SINGLETON routes)
+ *   stream-exec-group-aggregate_1    sql_agg.c (keyed state, changelog output)
+ *   stream-exec-union_1              sl_union (insert-only inputs)
  *   stream-exec-sink_1               'blackhole', 'print' (or every sink to a
- *                                    collect file, sl_sql_opts_t.collect_path)
+ *                                    collect file, sl_sql_opts_t.collect_path),
+ *                                    insert-only or updating input (+I -U +U -D)
+ *
+ * Changelogs: a node whose output is an updating stream (a group aggregate
+ * and what follows it) has pnode.changelog set and its rows carry the row
+ * kind in a trailing hidden field (sql_int.h, SQL_KIND_FIELD).
  */
 #include <errno.h>
 #include <math.h>
@@ -33,7 +43,7 @@
 #include "sluice/sql.h"
 #include "sql/sql_int.h"
 
-typedef enum { N_SCAN, N_CALC, N_WATERMARK, N_EXCHANGE, N_UNION, N_SINK } ntype_t;
+typedef enum { N_SCAN, N_CALC, N_WATERMARK, N_EXCHANGE, N_UNION, N_SINK, N_GROUP_AGG } ntype_t;
 
 static const struct {
     const char *name;
@@ -43,7 +53,10 @@ static const struct {
     {"stream-exec-table-source-scan", N_SCAN, 1}, {"stream-exec-calc", N_CALC, 1},
     {"stream-exec-watermark-assigner", N_WATERMARK, 1}, {"stream-exec-exchange", N_EXCHANGE, 1},
     {"stream-exec-union", N_UNION, 1}, {"stream-exec-sink", N_SINK, 1},
+    {"stream-exec-group-aggregate", N_GROUP_AGG, 1},
 };
+
+enum { DIST_ANY, DIST_HASH, DIST_SINGLETON };
 
 typedef enum { SINK_BLACKHOLE, SINK_PRINT } sink_kind_t;
 
@@ -74,6 +87,14 @@ typedef struct pnode {
     bool print_stderr;
     bool not_null_enforce;
     char *table;
+    /* changelog: rows carry a kind field (flat index width); in_kind: the input's, or -1 */
+    bool changelog;
+    int in_kind;
+    /* exchange */
+    int dist;
+    sql_key_t key;
+    /* group aggregate */
+    sql_agg_t *agg;
 } pnode_t;
 
 struct sl_sql_plan {
@@ -109,6 +130,7 @@ static void node_free(pnode_t *n) {
     sl_free(n->proj);
     sl_free(n->print_id);
     sl_free(n->table);
+    sql_agg_free(n->agg);
 }
 
 static void plan_release(void *p) {
@@ -160,6 +182,7 @@ static int parse_output(pnode_t *n, json_t *jn, char *err, size_t errlen) {
         sql_type_add_fields(t->fields[i], t->names[i], n->schema);
         n->width += t->fields[i]->width;
     }
+    if (n->changelog) sl_schema_add(n->schema, SQL_KIND_FIELD, SL_INT, false);
     /* keep the column types, drop the ROW shell */
     for (int k = 0; k < n->ncols; k++) sl_free(t->names[k]);
     sl_free(t->names);
@@ -367,12 +390,45 @@ static int parse_watermark(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, 
 
 static int parse_exchange(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, size_t errlen) {
     json_t *ip = json_array_get(json_object_get(jn, "inputProperties"), 0);
-    const char *d = json_string_value(json_object_get(json_object_get(ip, "requiredDistribution"), "type"));
-    if (d && strcmp(d, "UNKNOWN") && strcmp(d, "ANY"))
-        return perr(err, errlen, "%s: exchange with distribution %s is not supported yet", n->desc, d);
+    json_t *rd = json_object_get(ip, "requiredDistribution");
+    const char *d = json_string_value(json_object_get(rd, "type"));
     int rc = parse_output(n, jn, err, errlen);
     if (rc < 0) return rc;
     if (p->nodes[n->inputs[0]].width != n->width) return perr(err, errlen, "%s: output type differs from its input's", n->desc);
+    n->dist = DIST_ANY;
+    n->key.desc = n->desc;
+    if (d && !strcmp(d, "HASH")) {
+        json_t *keys = json_object_get(rd, "keys");
+        if (!json_is_array(keys) || json_array_size(keys) == 0 || json_array_size(keys) > 64)
+            return perr(err, errlen, "%s: requiredDistribution HASH needs \"keys\" (1 to 64 columns)", n->desc);
+        n->dist = DIST_HASH;
+        n->key.n = (int)json_array_size(keys);
+        for (int i = 0; i < n->key.n; i++) {
+            json_t *k = json_array_get(keys, (size_t)i);
+            if (!json_is_integer(k) || json_integer_value(k) < 0 || json_integer_value(k) >= n->ncols)
+                return perr(err, errlen, "%s: requiredDistribution.keys[%d] is not a column", n->desc, i);
+            int c = (int)json_integer_value(k), f = 0;
+            if (n->cols[c]->kind == SK_ROW) return perr(err, errlen, "%s: hash on a ROW column is not supported", n->desc);
+            for (int q = 0; q < c; q++) f += n->cols[q]->width;
+            n->key.flat[i] = f;
+            n->key.types[i] = n->cols[c];
+        }
+    } else if (d && !strcmp(d, "SINGLETON")) {
+        n->dist = DIST_SINGLETON;
+    } else if (d && strcmp(d, "UNKNOWN") && strcmp(d, "ANY")) {
+        return perr(err, errlen, "%s: exchange with distribution %s is not supported yet", n->desc, d);
+    }
+    return 0;
+}
+
+static int parse_group_agg(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, size_t errlen) {
+    n->changelog = true;
+    int rc = parse_output(n, jn, err, errlen);
+    if (rc < 0) return rc;
+    sql_input_t in = input_of(p, n);
+    char m[512] = "";
+    n->agg = sql_agg_parse(jn, &in, n->in_kind >= 0, n->ncols, n->cols, n->desc, m, sizeof m);
+    if (!n->agg) return perr(err, errlen, "%s", m);
     return 0;
 }
 
@@ -391,9 +447,12 @@ static int parse_sink(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, size_
     json_t *cm = json_object_get(jn, "inputChangelogMode");
     for (size_t i = 0; i < json_array_size(cm); i++) {
         const char *k = json_string_value(json_array_get(cm, i));
-        if (!k || strcmp(k, "INSERT"))
-            return perr(err, errlen, "%s: changelog mode %s is not supported yet (append-only sinks)", n->desc, k ? k : "?");
+        if (!k || (strcmp(k, "INSERT") && strcmp(k, "UPDATE_BEFORE") && strcmp(k, "UPDATE_AFTER") && strcmp(k, "DELETE")))
+            return perr(err, errlen, "%s: changelog mode %s is not supported", n->desc, k ? k : "?");
     }
+    if (json_is_true(json_object_get(jn, "upsertMaterialize")))
+        return perr(err, errlen, "%s: the sink's upsert materializer (SinkUpsertMaterializer) is not supported yet",
+                    n->desc);
     const char *conn = json_string_value(json_object_get(opts, "connector"));
     if (!conn) return perr(err, errlen, "%s: table %s has no 'connector' option", n->desc, n->table);
     const char *key;
@@ -578,8 +637,27 @@ sl_sql_plan_t *sl_sql_plan_parse(const char *json, size_t len, char *err, size_t
             rc = perr(err, errlen, "%s: has %d inputs", n->desc, n->ninputs);
             goto out;
         }
+        /* an updating input makes an updating output (calc, exchange, sink pass the kind through) */
+        n->in_kind = -1;
+        for (int k = 0; k < n->ninputs; k++) {
+            const pnode_t *src = &p->nodes[n->inputs[k]];
+            if (src->t == N_EXCHANGE && src->dist != DIST_ANY && n->t != N_GROUP_AGG) {
+                rc = perr(err, errlen, "%s: a %s exchange (%s) into it is not supported yet (only into group aggregates)",
+                          n->desc, src->dist == DIST_HASH ? "HASH" : "SINGLETON", src->desc);
+                goto out;
+            }
+            if (!src->changelog) continue;
+            if (n->t == N_WATERMARK || n->t == N_UNION) {
+                rc = perr(err, errlen, "%s: an updating input (from %s) is not supported here (insert-only inputs are)",
+                          n->desc, src->desc);
+                goto out;
+            }
+            n->changelog = n->t != N_GROUP_AGG;
+            n->in_kind = src->width;
+        }
         switch (n->t) {
         case N_SCAN: rc = parse_scan(n, jn, err, errlen); break;
+        case N_GROUP_AGG: rc = parse_group_agg(p, n, jn, err, errlen); break;
         case N_CALC: rc = parse_calc(p, n, jn, err, errlen); break;
         case N_WATERMARK: rc = parse_watermark(p, n, jn, err, errlen); break;
         case N_EXCHANGE: rc = parse_exchange(p, n, jn, err, errlen); break;
@@ -714,6 +792,7 @@ static int calc_fn(void *ctx, const sl_record_t *in, sl_collector_t *out) {
         sql_val_write(n->cols[i], &v, w, f);
         f += 1;
     }
+    if (n->changelog) sl_rw_set_i32(w, n->width, sl_row_i32(&in->row, n->in_kind));
     sl_emit(out);
     return 0;
 }
@@ -839,8 +918,11 @@ static int sk_write(void *writer, const sl_record_t *rec, char *err, size_t errl
     const pnode_t *n = w->c->n;
     size_t len = 0;
     char b[512];
+    static const char *const KINDS[] = {"+I", "-U", "+U", "-D"};
+    int kind = n->changelog ? sl_row_i32(&rec->row, n->width) : SQL_KIND_INSERT;
+    if (kind < 0 || kind > 3) return sl_errf(err, errlen, SL_EINVAL, "%s: a row of unknown kind %d", n->desc, kind);
     if (w->c->collect) {
-        line_add(w, &len, "+I", 2);
+        line_add(w, &len, KINDS[kind], 2);
     } else {
         if (n->print_id) {
             line_add(w, &len, n->print_id, strlen(n->print_id));
@@ -853,7 +935,8 @@ static int sk_write(void *writer, const sl_record_t *rec, char *err, size_t errl
             int k = snprintf(b, sizeof b, "%d> ", w->subtask + 1);
             line_add(w, &len, b, (size_t)k);
         }
-        line_add(w, &len, "+I[", 3);
+        line_add(w, &len, KINDS[kind], 2);
+        line_add(w, &len, "[", 1);
     }
     for (int i = 0; i < n->ncols; i++) {
         sql_val_t v;
@@ -930,7 +1013,7 @@ int sl_sql_plan_build(sl_env_t *env, sl_sql_plan_t *plan, const sl_sql_opts_t *o
     sl_env_own(env, plan, plan_release);
     sl_stream_t **st = sl_calloc((size_t)plan->n, sizeof *st);
     collect_file_t *cf = NULL;
-    int rc = 0;
+    int rc = 0, nsink = 0;
     for (int i = 0; i < plan->n && rc == 0; i++) {
         pnode_t *n = &plan->nodes[i];
         sl_stream_t *in = n->ninputs ? st[n->inputs[0]] : NULL;
@@ -940,6 +1023,7 @@ int sl_sql_plan_build(sl_env_t *env, sl_sql_plan_t *plan, const sl_sql_opts_t *o
         case N_SCAN: {
             sl_nexmark_opts_t nx = n->nx;
             if (o.nexmark_events >= 0) nx.events = o.nexmark_events;
+            if (o.nexmark_splits > 0) nx.splits = o.nexmark_splits;
             sl_stream_t *s = sl_from_source(env, sl_nexmark_source(nx), sl_wm_none(), n->name);
             sl_uid(s, uid);
             st[i] = sl_map(s, nx_map, NULL, sl_schema_ref(n->schema));
@@ -962,8 +1046,13 @@ int sl_sql_plan_build(sl_env_t *env, sl_sql_plan_t *plan, const sl_sql_opts_t *o
             break;
         }
         case N_EXCHANGE:
+            /* FORWARD/ANY: nothing; HASH/SINGLETON feed only group aggregates (parse checks),
+             * which key by their grouping columns — the exchange's keys */
             st[i] = in;
             continue;
+        case N_GROUP_AGG:
+            st[i] = sql_agg_build(env, in, n->agg, n->schema);
+            break;
         case N_UNION:
             /* inputs named otherwise are renamed to the union's schema first */
             for (int k = 0; k < n->ninputs; k++) {
@@ -974,7 +1063,7 @@ int sl_sql_plan_build(sl_env_t *env, sl_sql_plan_t *plan, const sl_sql_opts_t *o
             break;
         case N_SINK: {
             sl_sink_t sink;
-            if (o.collect_path || n->sink == SINK_PRINT) {
+            if (o.collect_path || (n->sink == SINK_PRINT && !o.sink_override)) {
                 sql_sink_ctx_t *c = sl_calloc(1, sizeof *c);
                 c->n = n;
                 c->plan = plan;
@@ -999,9 +1088,12 @@ int sl_sql_plan_build(sl_env_t *env, sl_sql_plan_t *plan, const sl_sql_opts_t *o
                     c->f = cf->f;
                 }
                 sink = (sl_sink_t){&SQL_SINK_OPS, c};
+            } else if (o.sink_override) {
+                sink = o.sink_override(o.sink_ctx, nsink, n->schema);
             } else {
                 sink = sl_counting_sink(NULL);
             }
+            nsink++;
             st[i] = sl_sink_to(in, sink, n->name);
             break;
         }
@@ -1010,7 +1102,7 @@ int sl_sql_plan_build(sl_env_t *env, sl_sql_plan_t *plan, const sl_sql_opts_t *o
             sl_env_errorf(env, "sql: %s: could not be built", n->desc);
             rc = SL_EINVAL;
         }
-        if (rc == 0 && (n->t == N_CALC || n->t == N_WATERMARK)) {
+        if (rc == 0 && (n->t == N_CALC || n->t == N_WATERMARK || n->t == N_GROUP_AGG || n->t == N_EXCHANGE)) {
             sl_uid(st[i], uid);
             sl_name(st[i], n->name);
         } else if (rc == 0 && n->t == N_SINK) {

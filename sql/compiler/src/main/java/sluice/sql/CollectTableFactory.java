@@ -66,21 +66,36 @@ public class CollectTableFactory implements DynamicTableSinkFactory {
         }
     }
 
+    /**
+     * Accepts every changelog mode (the row kind is the line's first field).  An
+     * insert-only input is written by one writer; an updating one by writers at
+     * the input's parallelism, forwarded, so that each key's changes stay in order
+     * (Flink requires a primary key to reshuffle an updating stream to one writer).
+     */
     static final class Collect implements DynamicTableSink {
         final List<LogicalType> types;
+        boolean insertOnly = true;
 
         Collect(List<LogicalType> types) { this.types = types; }
 
         @Override
-        public ChangelogMode getChangelogMode(ChangelogMode requested) { return requested; }
-
-        @Override
-        public SinkRuntimeProvider getSinkRuntimeProvider(Context ctx) {
-            return SinkV2Provider.of(new CollectSink(new ArrayList<>(types)), 1);
+        public ChangelogMode getChangelogMode(ChangelogMode requested) {
+            insertOnly = requested.containsOnly(org.apache.flink.types.RowKind.INSERT);
+            return requested;
         }
 
         @Override
-        public DynamicTableSink copy() { return new Collect(types); }
+        public SinkRuntimeProvider getSinkRuntimeProvider(Context ctx) {
+            CollectSink s = new CollectSink(new ArrayList<>(types));
+            return insertOnly ? SinkV2Provider.of(s, 1) : SinkV2Provider.of(s);
+        }
+
+        @Override
+        public DynamicTableSink copy() {
+            Collect c = new Collect(types);
+            c.insertOnly = insertOnly;
+            return c;
+        }
 
         @Override
         public String asSummaryString() { return "sluice-collect"; }
