@@ -24,7 +24,6 @@
  * RowKind byte: 0 +I, 1 -U, 2 +U, 3 -D) in a trailing hidden INT field
  * after its columns' flat fields (sql_int.h: SQL_KIND_*).
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,16 +64,6 @@ struct sql_agg {
     sql_key_t key; /* the grouping columns */
 };
 
-static int aerr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int aerr(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen && !err[0]) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return SL_EINVAL;
-}
 
 void sql_agg_free(sql_agg_t *a) {
     if (!a) return;
@@ -112,38 +101,38 @@ sql_agg_t *sql_agg_parse(const json_t *jn, const sql_input_t *in, bool in_change
     json_t *cfg = json_object_get(jn, "configuration");
     const char *mb = json_string_value(json_object_get(cfg, "table.exec.mini-batch.enabled"));
     if (mb && strcmp(mb, "false")) {
-        aerr(err, errlen, "%s: table.exec.mini-batch.enabled = '%s' is not supported yet", desc, mb);
+        sql_perr(err, errlen, "%s: table.exec.mini-batch.enabled = '%s' is not supported yet", desc, mb);
         goto fail;
     }
     json_t *state = json_array_get(json_object_get(jn, "state"), 0);
     const char *ttl = json_string_value(json_object_get(state, "ttl"));
     if (ttl && strcmp(ttl, "0 ms")) {
-        aerr(err, errlen, "%s: state TTL '%s' (table.exec.state.ttl) is not supported yet for aggregates", desc, ttl);
+        sql_perr(err, errlen, "%s: state TTL '%s' (table.exec.state.ttl) is not supported yet for aggregates", desc, ttl);
         goto fail;
     }
     const char *sn = json_string_value(json_object_get(state, "name"));
     a->state_name = sl_strdup(sn ? sn : "groupAggregateState");
     json_t *ub = json_object_get(jn, "generateUpdateBefore");
     if (!json_is_boolean(ub)) {
-        aerr(err, errlen, "%s: \"generateUpdateBefore\" is missing or not a boolean", desc);
+        sql_perr(err, errlen, "%s: \"generateUpdateBefore\" is missing or not a boolean", desc);
         goto fail;
     }
     a->gen_ub = json_is_true(ub);
     json_t *grp = json_object_get(jn, "grouping");
     if (!json_is_array(grp) || json_array_size(grp) > 64) {
-        aerr(err, errlen, "%s: \"grouping\" is missing or not an array (of at most 64 columns)", desc);
+        sql_perr(err, errlen, "%s: \"grouping\" is missing or not an array (of at most 64 columns)", desc);
         goto fail;
     }
     a->ngroup = (int)json_array_size(grp);
     for (int i = 0; i < a->ngroup; i++) {
         json_t *g = json_array_get(grp, (size_t)i);
         if (!json_is_integer(g) || json_integer_value(g) < 0 || json_integer_value(g) >= in->ncols) {
-            aerr(err, errlen, "%s: grouping[%d] is not a column of the input", desc, i);
+            sql_perr(err, errlen, "%s: grouping[%d] is not a column of the input", desc, i);
             goto fail;
         }
         int c = (int)json_integer_value(g);
         if (in->cols[c]->kind == SK_ROW) {
-            aerr(err, errlen, "%s: grouping by a ROW column is not supported", desc);
+            sql_perr(err, errlen, "%s: grouping by a ROW column is not supported", desc);
             goto fail;
         }
         a->group_col[i] = c;
@@ -157,18 +146,18 @@ sql_agg_t *sql_agg_parse(const json_t *jn, const sql_input_t *in, bool in_change
     json_t *calls = json_object_get(jn, "aggCalls");
     json_t *retr = json_object_get(jn, "aggCallNeedRetractions");
     if (!json_is_array(calls)) {
-        aerr(err, errlen, "%s: \"aggCalls\" is missing or not an array", desc);
+        sql_perr(err, errlen, "%s: \"aggCalls\" is missing or not an array", desc);
         goto fail;
     }
     a->ncalls = (int)json_array_size(calls);
     if (ncols != a->ngroup + a->ncalls) {
-        aerr(err, errlen, "%s: %d output columns for %d grouping columns and %d aggregates", desc, ncols, a->ngroup,
+        sql_perr(err, errlen, "%s: %d output columns for %d grouping columns and %d aggregates", desc, ncols, a->ngroup,
              a->ncalls);
         goto fail;
     }
     for (int i = 0; i < a->ngroup; i++)
         if (cols[i]->kind != a->group_type[i]->kind) {
-            aerr(err, errlen, "%s: output column %d is not of its grouping column's type", desc, i);
+            sql_perr(err, errlen, "%s: output column %d is not of its grouping column's type", desc, i);
             goto fail;
         }
     a->calls = sl_calloc((size_t)a->ncalls + 1, sizeof *a->calls);
@@ -184,30 +173,30 @@ sql_agg_t *sql_agg_parse(const json_t *jn, const sql_input_t *in, bool in_change
         json_t *args = json_object_get(jc, "argList");
         json_t *fa = json_object_get(jc, "filterArg");
         if (!iname || !json_is_array(args) || !json_is_integer(fa)) {
-            aerr(err, errlen, "%s: aggCalls[%d] needs \"internalName\", \"argList\" and \"filterArg\"", desc, i);
+            sql_perr(err, errlen, "%s: aggCalls[%d] needs \"internalName\", \"argList\" and \"filterArg\"", desc, i);
             goto fail;
         }
         if (json_is_true(json_object_get(jc, "approximate"))) {
-            aerr(err, errlen, "%s: approximate aggregate %s is not supported", desc, iname);
+            sql_perr(err, errlen, "%s: approximate aggregate %s is not supported", desc, iname);
             goto fail;
         }
         c->distinct = json_is_true(json_object_get(jc, "distinct"));
         c->nargs = (int)json_array_size(args);
         if (c->nargs > 8) {
-            aerr(err, errlen, "%s: aggregate %s with %d arguments", desc, iname, c->nargs);
+            sql_perr(err, errlen, "%s: aggregate %s with %d arguments", desc, iname, c->nargs);
             goto fail;
         }
         for (int k = 0; k < c->nargs; k++) {
             json_t *ja = json_array_get(args, (size_t)k);
             if (!json_is_integer(ja) || json_integer_value(ja) < 0 || json_integer_value(ja) >= in->ncols) {
-                aerr(err, errlen, "%s: aggCalls[%d].argList[%d] is not a column of the input", desc, i, k);
+                sql_perr(err, errlen, "%s: aggCalls[%d].argList[%d] is not a column of the input", desc, i, k);
                 goto fail;
             }
             int col = (int)json_integer_value(ja);
             c->arg_type[k] = in->cols[col];
             c->arg_flat[k] = flat_of(in, col);
             if (in->cols[col]->kind == SK_ROW) {
-                aerr(err, errlen, "%s: aggregate %s of a ROW column is not supported", desc, iname);
+                sql_perr(err, errlen, "%s: aggregate %s of a ROW column is not supported", desc, iname);
                 goto fail;
             }
         }
@@ -215,7 +204,7 @@ sql_agg_t *sql_agg_parse(const json_t *jn, const sql_input_t *in, bool in_change
         c->filter_flat = -1;
         if (f >= 0) {
             if (f >= in->ncols || in->cols[f]->kind != SK_BOOLEAN) {
-                aerr(err, errlen, "%s: aggCalls[%d].filterArg is not a BOOLEAN column of the input", desc, i);
+                sql_perr(err, errlen, "%s: aggCalls[%d].filterArg is not a BOOLEAN column of the input", desc, i);
                 goto fail;
             }
             c->filter_flat = flat_of(in, f);
@@ -226,23 +215,23 @@ sql_agg_t *sql_agg_parse(const json_t *jn, const sql_input_t *in, bool in_change
         if (!strcmp(iname, "$COUNT$1")) {
             c->fn = c->nargs == 0 ? AGG_COUNT_STAR : AGG_COUNT;
             if (rk != SK_BIGINT) {
-                aerr(err, errlen, "%s: COUNT returning %s", desc, c->rtype->text);
+                sql_perr(err, errlen, "%s: COUNT returning %s", desc, c->rtype->text);
                 goto fail;
             }
             if (c->nargs > 1 && !c->distinct) {
-                aerr(err, errlen, "%s: COUNT of %d arguments is not supported", desc, c->nargs);
+                sql_perr(err, errlen, "%s: COUNT of %d arguments is not supported", desc, c->nargs);
                 goto fail;
             }
         } else if (!strcmp(iname, "$SUM$1") || !strcmp(iname, "$SUM0$1") || !strcmp(iname, "$AVG$1")) {
             bool avg = !strcmp(iname, "$AVG$1");
             c->fn = avg ? AGG_AVG : AGG_SUM;
             if (!strcmp(iname, "$SUM0$1")) {
-                aerr(err, errlen, "%s: aggregate $SUM0 is not supported yet", desc);
+                sql_perr(err, errlen, "%s: aggregate $SUM0 is not supported yet", desc);
                 goto fail;
             }
             if (c->nargs != 1 || !((sql_kind_integral(a0->kind) && sql_kind_integral(rk)) ||
                                    (a0->kind == SK_DOUBLE && rk == SK_DOUBLE))) {
-                aerr(err, errlen, "%s: %s of %s returning %s is not supported (integers and DOUBLE are)", desc,
+                sql_perr(err, errlen, "%s: %s of %s returning %s is not supported (integers and DOUBLE are)", desc,
                      avg ? "AVG" : "SUM", a0 ? a0->text : "nothing", c->rtype->text);
                 goto fail;
             }
@@ -251,21 +240,21 @@ sql_agg_t *sql_agg_parse(const json_t *jn, const sql_input_t *in, bool in_change
         } else if (!strcmp(iname, "$MIN$1") || !strcmp(iname, "$MAX$1")) {
             c->fn = !strcmp(iname, "$MIN$1") ? AGG_MIN : AGG_MAX;
             if (c->nargs != 1 || !minmax_kind(a0->kind) || a0->kind != rk) {
-                aerr(err, errlen, "%s: %s of %s is not supported", desc, iname + 1, a0 ? a0->text : "nothing");
+                sql_perr(err, errlen, "%s: %s of %s is not supported", desc, iname + 1, a0 ? a0->text : "nothing");
                 goto fail;
             }
             if (need_retract && !c->distinct) {
-                aerr(err, errlen, "%s: %s over an updating input (MIN/MAX with retraction) is not supported yet",
+                sql_perr(err, errlen, "%s: %s over an updating input (MIN/MAX with retraction) is not supported yet",
                      desc, c->fn == AGG_MIN ? "MIN" : "MAX");
                 goto fail;
             }
             c->acc_type = sql_type_parse_str(a0->text, m, sizeof m);
         } else {
-            aerr(err, errlen, "%s: aggregate function %s is not supported yet", desc, iname);
+            sql_perr(err, errlen, "%s: aggregate function %s is not supported yet", desc, iname);
             goto fail;
         }
         if (c->acc_type && c->acc_type->width != 1) {
-            aerr(err, errlen, "%s: aggregate %s: unsupported type", desc, iname);
+            sql_perr(err, errlen, "%s: aggregate %s: unsupported type", desc, iname);
             goto fail;
         }
         if (c->acc_type) c->acc_type->nullable = true;

@@ -51,6 +51,10 @@ sql_type_t *sql_type_parse_str(const char *s, char *err, size_t errlen);
 void sql_type_free(sql_type_t *t);
 /* 0 if the type can be stored in a sluice row (see the layout above), else
  * SL_EINVAL with a message naming the type. */
+/* SL_EINVAL, with the message written to err unless err already holds one
+ * (the first error of a plan wins); sql_plan.c. */
+int sql_perr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 int sql_type_storable(const sql_type_t *t, char *err, size_t errlen);
 /* Adds the flat fields of t to schema s, named prefix, prefix.child, ... */
 void sql_type_add_fields(const sql_type_t *t, const char *prefix, sl_schema_t *s);

@@ -106,8 +106,7 @@ struct sl_sql_plan {
 
 /* ---- errors ---------------------------------------------------------------- */
 
-static int perr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int perr(char *err, size_t errlen, const char *fmt, ...) {
+int sql_perr(char *err, size_t errlen, const char *fmt, ...) {
     if (err && errlen && !err[0]) {
         va_list ap;
         va_start(ap, fmt);
@@ -156,13 +155,13 @@ sl_sql_opts_t sl_sql_opts_default(void) { return (sl_sql_opts_t){.collect_path =
 /* The node's "outputType": a ROW type (string or object) -> columns. */
 static int parse_output(pnode_t *n, json_t *jn, char *err, size_t errlen) {
     json_t *ot = json_object_get(jn, "outputType");
-    if (!ot) return perr(err, errlen, "%s: no \"outputType\"", n->desc);
+    if (!ot) return sql_perr(err, errlen, "%s: no \"outputType\"", n->desc);
     char m[512];
     sql_type_t *t = sql_type_parse(ot, m, sizeof m);
-    if (!t) return perr(err, errlen, "%s: outputType: %s", n->desc, m);
+    if (!t) return sql_perr(err, errlen, "%s: outputType: %s", n->desc, m);
     if (t->kind != SK_ROW) {
         sql_type_free(t);
-        return perr(err, errlen, "%s: outputType is not a ROW", n->desc);
+        return sql_perr(err, errlen, "%s: outputType is not a ROW", n->desc);
     }
     n->ncols = t->nfields;
     n->cols = t->fields;
@@ -170,7 +169,7 @@ static int parse_output(pnode_t *n, json_t *jn, char *err, size_t errlen) {
     n->width = 0;
     for (int i = 0; i < t->nfields; i++) {
         if (sql_type_storable(t->fields[i], m, sizeof m) < 0) {
-            int rc = perr(err, errlen, "%s: column %s: %s", n->desc, t->names[i], m);
+            int rc = sql_perr(err, errlen, "%s: column %s: %s", n->desc, t->names[i], m);
             t->fields = NULL;
             t->nfields = 0;
             for (int k = 0; k < n->ncols; k++) sl_free(t->names[k]);
@@ -246,18 +245,18 @@ static int parse_scan(pnode_t *n, json_t *jn, char *err, size_t errlen) {
     json_t *rt = json_object_get(table, "resolvedTable");
     json_t *opts = json_object_get(rt, "options");
     if (!json_is_object(opts))
-        return perr(err, errlen, "%s: scanTableSource.table.resolvedTable.options is missing (compile the plan "
+        return sql_perr(err, errlen, "%s: scanTableSource.table.resolvedTable.options is missing (compile the plan "
                     "with table.plan.compile.catalog-objects = 'ALL', the default)", n->desc);
     n->table = sl_strdup(ident ? ident : "?");
     json_t *ab = json_object_get(sts, "abilities");
     if (ab && json_array_size(ab) > 0) {
         const char *t = json_string_value(json_object_get(json_array_get(ab, 0), "type"));
-        return perr(err, errlen, "%s: source ability %s is not supported", n->desc, t ? t : "?");
+        return sql_perr(err, errlen, "%s: source ability %s is not supported", n->desc, t ? t : "?");
     }
     const char *conn = json_string_value(json_object_get(opts, "connector"));
-    if (!conn) return perr(err, errlen, "%s: table %s has no 'connector' option", n->desc, n->table);
+    if (!conn) return sql_perr(err, errlen, "%s: table %s has no 'connector' option", n->desc, n->table);
     if (strcmp(conn, "nexmark"))
-        return perr(err, errlen, "%s: table %s: source connector '%s' is not supported yet (only 'nexmark')",
+        return sql_perr(err, errlen, "%s: table %s: source connector '%s' is not supported yet (only 'nexmark')",
                     n->desc, n->table, conn);
     const char *known[] = {"connector", "events.num", "first-event.rate", "next-event.rate", "person.proportion",
                            "auction.proportion", "bid.proportion", "seed", "base-time.ms"};
@@ -266,9 +265,9 @@ static int parse_scan(pnode_t *n, json_t *jn, char *err, size_t errlen) {
     json_object_foreach(opts, key, val) {
         bool ok = false;
         for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) ok |= !strcmp(known[i], key);
-        if (!ok) return perr(err, errlen, "%s: table %s: nexmark option '%s' is not supported", n->desc, n->table, key);
+        if (!ok) return sql_perr(err, errlen, "%s: table %s: nexmark option '%s' is not supported", n->desc, n->table, key);
         if (!json_is_string(val))
-            return perr(err, errlen, "%s: table %s: option '%s' is not a string", n->desc, n->table, key);
+            return sql_perr(err, errlen, "%s: table %s: option '%s' is not a string", n->desc, n->table, key);
     }
     double events = 100000000, first = 10000000, next = 10000000, pp = 1, ap = 3, bp = 46, seed = 42,
            base = 1767225600000.0;
@@ -276,21 +275,21 @@ static int parse_scan(pnode_t *n, json_t *jn, char *err, size_t errlen) {
         !opt_num(opts, "next-event.rate", &next) || !opt_num(opts, "person.proportion", &pp) ||
         !opt_num(opts, "auction.proportion", &ap) || !opt_num(opts, "bid.proportion", &bp) ||
         !opt_num(opts, "seed", &seed) || !opt_num(opts, "base-time.ms", &base))
-        return perr(err, errlen, "%s: table %s: a nexmark option is not a number", n->desc, n->table);
+        return sql_perr(err, errlen, "%s: table %s: a nexmark option is not a number", n->desc, n->table);
     if (pp != 1 || ap != 3 || bp != 46)
-        return perr(err, errlen, "%s: table %s: only the proportions 1:3:46 (person:auction:bid) are supported",
+        return sql_perr(err, errlen, "%s: table %s: only the proportions 1:3:46 (person:auction:bid) are supported",
                     n->desc, n->table);
     if (first != next)
-        return perr(err, errlen, "%s: table %s: 'next-event.rate' must equal 'first-event.rate'", n->desc, n->table);
-    if (!(first > 0)) return perr(err, errlen, "%s: table %s: 'first-event.rate' must be > 0", n->desc, n->table);
-    if (events < 0) return perr(err, errlen, "%s: table %s: 'events.num' must be >= 0", n->desc, n->table);
+        return sql_perr(err, errlen, "%s: table %s: 'next-event.rate' must equal 'first-event.rate'", n->desc, n->table);
+    if (!(first > 0)) return sql_perr(err, errlen, "%s: table %s: 'first-event.rate' must be > 0", n->desc, n->table);
+    if (events < 0) return sql_perr(err, errlen, "%s: table %s: 'events.num' must be >= 0", n->desc, n->table);
     n->nx = sl_nexmark_defaults();
     n->nx.events = (int64_t)events;
     n->nx.seed = (uint64_t)(int64_t)seed;
     n->nx.base_time_ms = (int64_t)base;
     n->nx.inter_event_delay_us = 1e6 / first;
     char m[256];
-    if (sl_nexmark_check(&n->nx, m, sizeof m) < 0) return perr(err, errlen, "%s: table %s: %s", n->desc, n->table, m);
+    if (sl_nexmark_check(&n->nx, m, sizeof m) < 0) return sql_perr(err, errlen, "%s: table %s: %s", n->desc, n->table, m);
     int rc = parse_output(n, jn, err, errlen);
     if (rc < 0) return rc;
     sql_type_t *want = sql_type_parse_str(NX_LAYOUT, m, sizeof m);
@@ -298,7 +297,7 @@ static int parse_scan(pnode_t *n, json_t *jn, char *err, size_t errlen) {
     for (int i = 0; ok && i < n->ncols; i++) ok = same_type(want->fields[i], n->cols[i]);
     sql_type_free(want);
     if (!ok)
-        return perr(err, errlen, "%s: table %s: the nexmark connector produces the columns of the official DDL "
+        return sql_perr(err, errlen, "%s: table %s: the nexmark connector produces the columns of the official DDL "
                     "(event_type INT, person ROW<...>, auction ROW<...>, bid ROW<...>, as in nexmark-flink's "
                     "ddl_gen.sql); this table's are different", n->desc, n->table);
     return 0;
@@ -316,29 +315,29 @@ static int parse_calc(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, size_
     if (rc < 0) return rc;
     sql_input_t in = input_of(p, n);
     json_t *proj = json_object_get(jn, "projection");
-    if (!json_is_array(proj)) return perr(err, errlen, "%s: \"projection\" is not an array", n->desc);
+    if (!json_is_array(proj)) return sql_perr(err, errlen, "%s: \"projection\" is not an array", n->desc);
     if ((int)json_array_size(proj) != n->ncols)
-        return perr(err, errlen, "%s: %zu projections for %d output columns", n->desc, json_array_size(proj), n->ncols);
+        return sql_perr(err, errlen, "%s: %zu projections for %d output columns", n->desc, json_array_size(proj), n->ncols);
     n->proj = sl_calloc((size_t)n->ncols + 1, sizeof *n->proj);
     char m[512];
     for (int i = 0; i < n->ncols; i++) {
         n->proj[i] = sql_expr_compile(json_array_get(proj, (size_t)i), &in, n->desc, m, sizeof m);
-        if (!n->proj[i]) return perr(err, errlen, "%s (projection %d)", m, i);
+        if (!n->proj[i]) return sql_perr(err, errlen, "%s (projection %d)", m, i);
         n->nproj = i + 1;
         const sql_type_t *et = sql_expr_type(n->proj[i]);
         int first, width;
         if (n->cols[i]->kind == SK_ROW ? !sql_expr_flat_ref(n->proj[i], &first, &width) || width != n->cols[i]->width
                                        : et->kind != n->cols[i]->kind && et->kind != SK_NULL &&
                                              !(sql_kind_string(et->kind) && sql_kind_string(n->cols[i]->kind)))
-            return perr(err, errlen, "%s: projection %d is of type %s but the output column is %s", n->desc, i,
+            return sql_perr(err, errlen, "%s: projection %d is of type %s but the output column is %s", n->desc, i,
                         et->text, n->cols[i]->text);
     }
     json_t *cond = json_object_get(jn, "condition");
     if (cond && !json_is_null(cond)) {
         n->cond = sql_expr_compile(cond, &in, n->desc, m, sizeof m);
-        if (!n->cond) return perr(err, errlen, "%s (condition)", m);
+        if (!n->cond) return sql_perr(err, errlen, "%s (condition)", m);
         if (sql_expr_type(n->cond)->kind != SK_BOOLEAN)
-            return perr(err, errlen, "%s: the condition is not BOOLEAN", n->desc);
+            return sql_perr(err, errlen, "%s: the condition is not BOOLEAN", n->desc);
     }
     return 0;
 }
@@ -347,12 +346,12 @@ static int parse_watermark(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, 
     int rc = parse_output(n, jn, err, errlen);
     if (rc < 0) return rc;
     const pnode_t *in = &p->nodes[n->inputs[0]];
-    if (in->width != n->width) return perr(err, errlen, "%s: output type differs from its input's", n->desc);
+    if (in->width != n->width) return sql_perr(err, errlen, "%s: output type differs from its input's", n->desc);
     json_t *ri = json_object_get(jn, "rowtimeFieldIndex");
     if (!json_is_integer(ri) || json_integer_value(ri) < 0 || json_integer_value(ri) >= n->ncols)
-        return perr(err, errlen, "%s: \"rowtimeFieldIndex\" is missing or out of range", n->desc);
+        return sql_perr(err, errlen, "%s: \"rowtimeFieldIndex\" is missing or out of range", n->desc);
     int rt = (int)json_integer_value(ri);
-    if (n->cols[rt]->kind != SK_TIMESTAMP) return perr(err, errlen, "%s: the rowtime column is not a TIMESTAMP", n->desc);
+    if (n->cols[rt]->kind != SK_TIMESTAMP) return sql_perr(err, errlen, "%s: the rowtime column is not a TIMESTAMP", n->desc);
     n->rowtime_flat = 0;
     for (int i = 0; i < rt; i++) n->rowtime_flat += n->cols[i]->width;
     /* watermarkExpr: rowtime, or rowtime - INTERVAL literal */
@@ -360,7 +359,7 @@ static int parse_watermark(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, 
     sql_input_t sin = input_of(p, n);
     char m[512];
     sql_expr_t *e = sql_expr_compile(we, &sin, n->desc, m, sizeof m);
-    if (!e) return perr(err, errlen, "%s (watermarkExpr)", m);
+    if (!e) return sql_perr(err, errlen, "%s (watermarkExpr)", m);
     sql_expr_free(e);
     const char *kind = json_string_value(json_object_get(we, "kind"));
     const char *fn = json_string_value(json_object_get(we, "internalName"));
@@ -383,7 +382,7 @@ static int parse_watermark(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, 
         }
     }
     if (!ok)
-        return perr(err, errlen, "%s: only watermarks of the form rowtime or rowtime - INTERVAL '...' are supported",
+        return sql_perr(err, errlen, "%s: only watermarks of the form rowtime or rowtime - INTERVAL '...' are supported",
                     n->desc);
     return 0;
 }
@@ -394,21 +393,21 @@ static int parse_exchange(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, s
     const char *d = json_string_value(json_object_get(rd, "type"));
     int rc = parse_output(n, jn, err, errlen);
     if (rc < 0) return rc;
-    if (p->nodes[n->inputs[0]].width != n->width) return perr(err, errlen, "%s: output type differs from its input's", n->desc);
+    if (p->nodes[n->inputs[0]].width != n->width) return sql_perr(err, errlen, "%s: output type differs from its input's", n->desc);
     n->dist = DIST_ANY;
     n->key.desc = n->desc;
     if (d && !strcmp(d, "HASH")) {
         json_t *keys = json_object_get(rd, "keys");
         if (!json_is_array(keys) || json_array_size(keys) == 0 || json_array_size(keys) > 64)
-            return perr(err, errlen, "%s: requiredDistribution HASH needs \"keys\" (1 to 64 columns)", n->desc);
+            return sql_perr(err, errlen, "%s: requiredDistribution HASH needs \"keys\" (1 to 64 columns)", n->desc);
         n->dist = DIST_HASH;
         n->key.n = (int)json_array_size(keys);
         for (int i = 0; i < n->key.n; i++) {
             json_t *k = json_array_get(keys, (size_t)i);
             if (!json_is_integer(k) || json_integer_value(k) < 0 || json_integer_value(k) >= n->ncols)
-                return perr(err, errlen, "%s: requiredDistribution.keys[%d] is not a column", n->desc, i);
+                return sql_perr(err, errlen, "%s: requiredDistribution.keys[%d] is not a column", n->desc, i);
             int c = (int)json_integer_value(k), f = 0;
-            if (n->cols[c]->kind == SK_ROW) return perr(err, errlen, "%s: hash on a ROW column is not supported", n->desc);
+            if (n->cols[c]->kind == SK_ROW) return sql_perr(err, errlen, "%s: hash on a ROW column is not supported", n->desc);
             for (int q = 0; q < c; q++) f += n->cols[q]->width;
             n->key.flat[i] = f;
             n->key.types[i] = n->cols[c];
@@ -416,7 +415,7 @@ static int parse_exchange(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, s
     } else if (d && !strcmp(d, "SINGLETON")) {
         n->dist = DIST_SINGLETON;
     } else if (d && strcmp(d, "UNKNOWN") && strcmp(d, "ANY")) {
-        return perr(err, errlen, "%s: exchange with distribution %s is not supported yet", n->desc, d);
+        return sql_perr(err, errlen, "%s: exchange with distribution %s is not supported yet", n->desc, d);
     }
     return 0;
 }
@@ -428,7 +427,7 @@ static int parse_group_agg(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, 
     sql_input_t in = input_of(p, n);
     char m[512] = "";
     n->agg = sql_agg_parse(jn, &in, n->in_kind >= 0, n->ncols, n->cols, n->desc, m, sizeof m);
-    if (!n->agg) return perr(err, errlen, "%s", m);
+    if (!n->agg) return sql_perr(err, errlen, "%s", m);
     return 0;
 }
 
@@ -438,29 +437,29 @@ static int parse_sink(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, size_
     const char *ident = json_string_value(json_object_get(table, "identifier"));
     n->table = sl_strdup(ident ? ident : "?");
     json_t *opts = json_object_get(json_object_get(table, "resolvedTable"), "options");
-    if (!json_is_object(opts)) return perr(err, errlen, "%s: dynamicTableSink.table.resolvedTable.options is missing", n->desc);
+    if (!json_is_object(opts)) return sql_perr(err, errlen, "%s: dynamicTableSink.table.resolvedTable.options is missing", n->desc);
     json_t *ab = json_object_get(dts, "abilities");
     if (ab && json_array_size(ab) > 0) {
         const char *t = json_string_value(json_object_get(json_array_get(ab, 0), "type"));
-        return perr(err, errlen, "%s: sink ability %s is not supported", n->desc, t ? t : "?");
+        return sql_perr(err, errlen, "%s: sink ability %s is not supported", n->desc, t ? t : "?");
     }
     json_t *cm = json_object_get(jn, "inputChangelogMode");
     for (size_t i = 0; i < json_array_size(cm); i++) {
         const char *k = json_string_value(json_array_get(cm, i));
         if (!k || (strcmp(k, "INSERT") && strcmp(k, "UPDATE_BEFORE") && strcmp(k, "UPDATE_AFTER") && strcmp(k, "DELETE")))
-            return perr(err, errlen, "%s: changelog mode %s is not supported", n->desc, k ? k : "?");
+            return sql_perr(err, errlen, "%s: changelog mode %s is not supported", n->desc, k ? k : "?");
     }
     if (json_is_true(json_object_get(jn, "upsertMaterialize")))
-        return perr(err, errlen, "%s: the sink's upsert materializer (SinkUpsertMaterializer) is not supported yet",
+        return sql_perr(err, errlen, "%s: the sink's upsert materializer (SinkUpsertMaterializer) is not supported yet",
                     n->desc);
     const char *conn = json_string_value(json_object_get(opts, "connector"));
-    if (!conn) return perr(err, errlen, "%s: table %s has no 'connector' option", n->desc, n->table);
+    if (!conn) return sql_perr(err, errlen, "%s: table %s has no 'connector' option", n->desc, n->table);
     const char *key;
     json_t *val;
     if (!strcmp(conn, "blackhole")) {
         n->sink = SINK_BLACKHOLE;
         json_object_foreach(opts, key, val) if (strcmp(key, "connector"))
-            return perr(err, errlen, "%s: table %s: blackhole option '%s' is not supported", n->desc, n->table, key);
+            return sql_perr(err, errlen, "%s: table %s: blackhole option '%s' is not supported", n->desc, n->table, key);
     } else if (!strcmp(conn, "print")) {
         n->sink = SINK_PRINT;
         json_object_foreach(opts, key, val) {
@@ -468,25 +467,25 @@ static int parse_sink(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, size_
             if (!strcmp(key, "connector")) continue;
             if (!strcmp(key, "print-identifier") && v) n->print_id = sl_strdup(v);
             else if (!strcmp(key, "standard-error") && v) n->print_stderr = !strcasecmp(v, "true");
-            else return perr(err, errlen, "%s: table %s: print option '%s' is not supported", n->desc, n->table, key);
+            else return sql_perr(err, errlen, "%s: table %s: print option '%s' is not supported", n->desc, n->table, key);
         }
     } else {
-        return perr(err, errlen, "%s: table %s: sink connector '%s' is not supported yet (blackhole, print)", n->desc,
+        return sql_perr(err, errlen, "%s: table %s: sink connector '%s' is not supported yet (blackhole, print)", n->desc,
                     n->table, conn);
     }
     json_t *cfg = json_object_get(jn, "configuration");
     const char *nn = json_string_value(json_object_get(cfg, "table.exec.sink.not-null-enforcer"));
     n->not_null_enforce = !nn || !strcmp(nn, "ERROR");
     if (nn && strcmp(nn, "ERROR") && strcmp(nn, "DROP"))
-        return perr(err, errlen, "%s: table.exec.sink.not-null-enforcer '%s' is not supported", n->desc, nn);
+        return sql_perr(err, errlen, "%s: table.exec.sink.not-null-enforcer '%s' is not supported", n->desc, nn);
     const char *um = json_string_value(json_object_get(cfg, "table.exec.sink.upsert-materialize"));
     if (um && strcmp(um, "AUTO") && strcmp(um, "NONE"))
-        return perr(err, errlen, "%s: table.exec.sink.upsert-materialize '%s' is not supported", n->desc, um);
+        return sql_perr(err, errlen, "%s: table.exec.sink.upsert-materialize '%s' is not supported", n->desc, um);
     int rc = parse_output(n, jn, err, errlen);
     if (rc < 0) return rc;
     for (int i = 0; i < n->ncols; i++)
-        if (n->cols[i]->kind == SK_ROW) return perr(err, errlen, "%s: sinking ROW columns is not supported yet", n->desc);
-    if (p->nodes[n->inputs[0]].width != n->width) return perr(err, errlen, "%s: output type differs from its input's", n->desc);
+        if (n->cols[i]->kind == SK_ROW) return sql_perr(err, errlen, "%s: sinking ROW columns is not supported yet", n->desc);
+    if (p->nodes[n->inputs[0]].width != n->width) return sql_perr(err, errlen, "%s: output type differs from its input's", n->desc);
     return 0;
 }
 
@@ -507,7 +506,7 @@ sl_sql_plan_t *sl_sql_plan_parse(const char *json, size_t len, char *err, size_t
     json_error_t je;
     json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
-        perr(err, errlen, "plan: not valid JSON: %s at line %d, column %d", je.text, je.line, je.column);
+        sql_perr(err, errlen, "plan: not valid JSON: %s at line %d, column %d", je.text, je.line, je.column);
         return NULL;
     }
     sl_sql_plan_t *p = sl_calloc(1, sizeof *p);
@@ -525,30 +524,30 @@ sl_sql_plan_t *sl_sql_plan_parse(const char *json, size_t len, char *err, size_t
                  (long long)json_integer_value(json_object_get(s, "line")));
     }
     if (!json_is_object(root)) {
-        rc = perr(err, errlen, "plan: the top level is not a JSON object");
+        rc = sql_perr(err, errlen, "plan: the top level is not a JSON object");
         goto out;
     }
     if (!ver) {
-        rc = perr(err, errlen, "plan: \"flinkVersion\" is missing or not a string");
+        rc = sql_perr(err, errlen, "plan: \"flinkVersion\" is missing or not a string");
         goto out;
     }
     bool vok = false;
     for (size_t i = 0; i < sizeof supported_versions / sizeof supported_versions[0]; i++) vok |= !strcmp(ver, supported_versions[i]);
     if (!vok) {
-        rc = perr(err, errlen, "plan: flinkVersion %s is not supported (1.19 .. 2.2 are)", ver);
+        rc = sql_perr(err, errlen, "plan: flinkVersion %s is not supported (1.19 .. 2.2 are)", ver);
         goto out;
     }
     if (!json_is_array(nodes) || json_array_size(nodes) == 0) {
-        rc = perr(err, errlen, "plan: \"nodes\" is missing, empty or not an array");
+        rc = sql_perr(err, errlen, "plan: \"nodes\" is missing, empty or not an array");
         goto out;
     }
     if (!json_is_array(edges)) {
-        rc = perr(err, errlen, "plan: \"edges\" is missing or not an array");
+        rc = sql_perr(err, errlen, "plan: \"edges\" is missing or not an array");
         goto out;
     }
     size_t nn = json_array_size(nodes);
     if (nn > 100000) {
-        rc = perr(err, errlen, "plan: too many nodes");
+        rc = sql_perr(err, errlen, "plan: too many nodes");
         goto out;
     }
     p->nodes = sl_calloc(nn, sizeof *p->nodes);
@@ -561,13 +560,13 @@ sl_sql_plan_t *sl_sql_plan_parse(const char *json, size_t len, char *err, size_t
         const char *type = json_string_value(json_object_get(jn, "type"));
         const char *desc = json_string_value(json_object_get(jn, "description"));
         if (!json_is_object(jn) || !json_is_integer(jid) || !type) {
-            rc = perr(err, errlen, "plan: nodes[%zu]: needs an integer \"id\" and a string \"type\"", i);
+            rc = sql_perr(err, errlen, "plan: nodes[%zu]: needs an integer \"id\" and a string \"type\"", i);
             goto out;
         }
         n->id = (int)json_integer_value(jid);
         for (size_t k = 0; k < i; k++)
             if (p->nodes[k].id == n->id) {
-                rc = perr(err, errlen, "plan: nodes[%zu]: id %d appears twice", i, n->id);
+                rc = sql_perr(err, errlen, "plan: nodes[%zu]: id %d appears twice", i, n->id);
                 goto out;
             }
         char buf[1024];
@@ -593,11 +592,11 @@ sl_sql_plan_t *sl_sql_plan_parse(const char *json, size_t len, char *err, size_t
         for (size_t k = 0; k < sizeof NODE_TYPES / sizeof NODE_TYPES[0]; k++)
             if (strlen(NODE_TYPES[k].name) == bl && !strncmp(NODE_TYPES[k].name, type, bl)) ti = (int)k;
         if (ti < 0) {
-            rc = perr(err, errlen, "%s: node type %.*s is not supported yet", n->desc, (int)bl, type);
+            rc = sql_perr(err, errlen, "%s: node type %.*s is not supported yet", n->desc, (int)bl, type);
             goto out;
         }
         if (version != NODE_TYPES[ti].version) {
-            rc = perr(err, errlen, "%s: version %d of %s is not supported (version %d is)", n->desc, version,
+            rc = sql_perr(err, errlen, "%s: version %d of %s is not supported (version %d is)", n->desc, version,
                       NODE_TYPES[ti].name, NODE_TYPES[ti].version);
             goto out;
         }
@@ -607,7 +606,7 @@ sl_sql_plan_t *sl_sql_plan_parse(const char *json, size_t len, char *err, size_t
             json_t *e = json_array_get(edges, k);
             json_t *js = json_object_get(e, "source"), *jt = json_object_get(e, "target");
             if (!json_is_integer(js) || !json_is_integer(jt)) {
-                rc = perr(err, errlen, "plan: edges[%zu]: needs integer \"source\" and \"target\"", k);
+                rc = sql_perr(err, errlen, "plan: edges[%zu]: needs integer \"source\" and \"target\"", k);
                 goto out;
             }
             if (json_integer_value(jt) != n->id) continue;
@@ -615,18 +614,18 @@ sl_sql_plan_t *sl_sql_plan_parse(const char *json, size_t len, char *err, size_t
             for (size_t q = 0; q < i; q++)
                 if (p->nodes[q].id == json_integer_value(js)) src = (int)q;
             if (src < 0) {
-                rc = perr(err, errlen, "plan: edges[%zu]: source %lld is not a node listed before node %d", k,
+                rc = sql_perr(err, errlen, "plan: edges[%zu]: source %lld is not a node listed before node %d", k,
                           (long long)json_integer_value(js), n->id);
                 goto out;
             }
             const char *sh = json_string_value(json_object_get(json_object_get(e, "shuffle"), "type"));
             if (sh && strcmp(sh, "FORWARD")) {
-                rc = perr(err, errlen, "plan: edges[%zu]: shuffle %s is not supported yet", k, sh);
+                rc = sql_perr(err, errlen, "plan: edges[%zu]: shuffle %s is not supported yet", k, sh);
                 goto out;
             }
             const char *sm = json_string_value(json_object_get(e, "shuffleMode"));
             if (sm && strcmp(sm, "PIPELINED")) {
-                rc = perr(err, errlen, "plan: edges[%zu]: shuffleMode %s is not supported (PIPELINED is)", k, sm);
+                rc = sql_perr(err, errlen, "plan: edges[%zu]: shuffleMode %s is not supported (PIPELINED is)", k, sm);
                 goto out;
             }
             n->inputs = sl_realloc(n->inputs, (size_t)(n->ninputs + 1) * sizeof *n->inputs);
@@ -634,7 +633,7 @@ sl_sql_plan_t *sl_sql_plan_parse(const char *json, size_t len, char *err, size_t
         }
         int want = n->t == N_SCAN ? 0 : 1;
         if (n->t == N_UNION ? n->ninputs < 2 : n->ninputs != want) {
-            rc = perr(err, errlen, "%s: has %d inputs", n->desc, n->ninputs);
+            rc = sql_perr(err, errlen, "%s: has %d inputs", n->desc, n->ninputs);
             goto out;
         }
         /* an updating input makes an updating output (calc, exchange, sink pass the kind through) */
@@ -642,13 +641,13 @@ sl_sql_plan_t *sl_sql_plan_parse(const char *json, size_t len, char *err, size_t
         for (int k = 0; k < n->ninputs; k++) {
             const pnode_t *src = &p->nodes[n->inputs[k]];
             if (src->t == N_EXCHANGE && src->dist != DIST_ANY && n->t != N_GROUP_AGG) {
-                rc = perr(err, errlen, "%s: a %s exchange (%s) into it is not supported yet (only into group aggregates)",
+                rc = sql_perr(err, errlen, "%s: a %s exchange (%s) into it is not supported yet (only into group aggregates)",
                           n->desc, src->dist == DIST_HASH ? "HASH" : "SINGLETON", src->desc);
                 goto out;
             }
             if (!src->changelog) continue;
             if (n->t == N_WATERMARK || n->t == N_UNION) {
-                rc = perr(err, errlen, "%s: an updating input (from %s) is not supported here (insert-only inputs are)",
+                rc = sql_perr(err, errlen, "%s: an updating input (from %s) is not supported here (insert-only inputs are)",
                           n->desc, src->desc);
                 goto out;
             }
@@ -665,7 +664,7 @@ sl_sql_plan_t *sl_sql_plan_parse(const char *json, size_t len, char *err, size_t
             rc = parse_output(n, jn, err, errlen);
             for (int k = 0; rc == 0 && k < n->ninputs; k++)
                 if (!same_flat_types(p->nodes[n->inputs[k]].schema, n->schema))
-                    rc = perr(err, errlen, "%s: input %d's type differs from the output's", n->desc, k);
+                    rc = sql_perr(err, errlen, "%s: input %d's type differs from the output's", n->desc, k);
             break;
         case N_SINK: rc = parse_sink(p, n, jn, err, errlen); break;
         }
@@ -676,14 +675,14 @@ sl_sql_plan_t *sl_sql_plan_parse(const char *json, size_t len, char *err, size_t
         for (int k = 0; k < p->n; k++)
             for (int q = 0; q < p->nodes[k].ninputs; q++) consumed |= p->nodes[k].inputs[q] == i;
         if (!consumed && p->nodes[i].t != N_SINK) {
-            rc = perr(err, errlen, "%s: its output goes nowhere", p->nodes[i].desc);
+            rc = sql_perr(err, errlen, "%s: its output goes nowhere", p->nodes[i].desc);
             goto out;
         }
     }
 out:
     json_decref(root);
     if (rc < 0) {
-        if (err && errlen && !err[0]) perr(err, errlen, "plan: malformed");
+        if (err && errlen && !err[0]) sql_perr(err, errlen, "plan: malformed");
         plan_release(p);
         return NULL;
     }
@@ -694,7 +693,7 @@ sl_sql_plan_t *sl_sql_plan_load(const char *path, char *err, size_t errlen) {
     if (err && errlen) err[0] = 0;
     FILE *f = fopen(path, "rb");
     if (!f) {
-        perr(err, errlen, "%s: %s", path, strerror(errno));
+        sql_perr(err, errlen, "%s: %s", path, strerror(errno));
         return NULL;
     }
     size_t cap = 1 << 16, n = 0;
