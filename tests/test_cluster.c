@@ -23,6 +23,9 @@
  *     on the JobManager's RPC port, each refused by name;
  *   - builtin_fraud_by_name: the S1 job built into `sluice`, run by name on
  *     two TaskManagers, gives the embedded run's windows;
+ *   - local_target: `sluice run -t local` runs the job file in the calling
+ *     process (no JobManager anywhere) with the brute-force windows, and
+ *     the built-in "nexmark" job by name, locally and on a TaskManager;
  *   - network_namespace_link_cut: a TaskManager behind a veth pair in its
  *     own network namespace, its link cut and restored.
  */
@@ -503,6 +506,46 @@ TEST(builtin_fraud_by_name) {
     cl_cluster_stop(&c);
 }
 
+/* `sluice run -t local` (Flink's execution.target local): the job file
+ * runs in this process, where no JobManager listens (the REST port of
+ * the configuration is free), and its committed windows are exact; a
+ * built-in job runs by name locally and on a cluster; bad targets and
+ * unknown jobs are refused by name. */
+TEST(local_target) {
+    cluster_t c;
+    cl_cluster_init(&c, "local");
+    const long long N = 100000;
+    char cmd[4096], out[1200];
+    int port = cl_free_port();
+    snprintf(cmd, sizeof cmd, "%s run -t local -D rest.port=%d %s %s/out %s/ck %lld > %s/local.log 2>&1", SLUICE_BIN,
+             port, SLUICE_CLUSTER_JOB, c.dir, c.dir, N, c.dir);
+    CHECK_EQ(system(cmd), 0);
+    snprintf(out, sizeof out, "%s/local.log", c.dir);
+    CHECK_EQ(cl_count_in(out, "Job Runtime: "), 1);
+    snprintf(out, sizeof out, "%s/out", c.dir);
+    CHECK_EQ(wo_check(out, N), 0);
+    snprintf(cmd, sizeof cmd, "%s run -t local nexmark q1 50000 --p=2 > /dev/null 2>&1", SLUICE_BIN);
+    CHECK_EQ(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s run -t yarn-per-job nexmark q1 10 > %s/bad.log 2>&1", SLUICE_BIN, c.dir);
+    CHECK_EQ(WEXITSTATUS(system(cmd)), 2);
+    snprintf(out, sizeof out, "%s/bad.log", c.dir);
+    CHECK_EQ(cl_count_in(out, "--target must be local"), 1);
+    snprintf(cmd, sizeof cmd, "%s run -t local nosuchjob > %s/bad.log 2>&1", SLUICE_BIN, c.dir);
+    CHECK_EQ(WEXITSTATUS(system(cmd)), 2);
+    CHECK_EQ(cl_count_in(out, "no such built-in job (built in: fraud, nexmark)"), 1);
+    /* the same built-in job on a cluster, by name */
+    cl_start_jm(&c);
+    cl_start_tm(&c, 1, 2, NULL, NULL);
+    CHECK(cl_wait_tms(&c, 1, 10000));
+    char id[64] = "", st[32];
+    cl_submit_job(&c, "nexmark", "", "q5 50000 --p=2", id, sizeof id);
+    CHECK(id[0]);
+    bool ok = cl_wait_state(&c, id, "FINISHED", 60000, st, sizeof st);
+    if (!ok) cl_dump_logs(&c);
+    CHECK(ok);
+    cl_cluster_stop(&c);
+}
+
 /* A TaskManager on its own "host": a network namespace joined to this one
  * by a veth pair (10.213.0.1 here, 10.213.0.2 there).  Its link is cut
  * (ip link set down: no reset, the packets just stop) -> the JobManager
@@ -647,6 +690,7 @@ int main(void) {
     RUN_IF(wrong_secret_and_plan_mismatch);
     RUN_IF(bad_control_frames);
     RUN_IF(builtin_fraud_by_name);
+    RUN_IF(local_target);
     RUN_IF(network_namespace_link_cut);
     RUN_IF(artifact_download);
     return sl_test_failures ? 1 : 0;

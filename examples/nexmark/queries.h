@@ -70,6 +70,9 @@ typedef struct nx_query {
 /* The queries, NULL-terminated, and lookup by name (NULL: none). */
 extern const nx_query_t nx_queries[];
 const nx_query_t *nx_query_find(const char *name);
+/* The queries as a job (sluice/job.h's entry): QUERY EVENTS [--p=P]
+ * [--checkpoint=MS]; nexmark_job_build.c. */
+int nx_job_build(sl_env_t *env, int argc, char **argv);
 
 sl_stream_t *nx_q0(sl_stream_t *events, const nx_query_opts_t *o);
 sl_stream_t *nx_q1(sl_stream_t *events, const nx_query_opts_t *o);

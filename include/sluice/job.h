@@ -19,8 +19,10 @@
  *
  * and is compiled as a shared object without linking libsluice (the
  * `sluice` command provides the library): `cc -shared -fPIC job.c -o job.so`.
- * `sluice run job.so ARGS` runs it; without a JobManager configured it
- * runs embedded in the `sluice` process, as sl_env_execute would.
+ * `sluice run job.so ARGS` submits it to the JobManager (-m HOST:PORT, or
+ * the configuration's rest.address and rest.port); `sluice run -t local
+ * job.so ARGS` (Flink's execution target "local") runs it in the `sluice`
+ * process instead, as sl_env_execute would.
  */
 #ifndef SLUICE_JOB_H
 #define SLUICE_JOB_H

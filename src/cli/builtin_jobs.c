@@ -9,6 +9,9 @@
  *           --seed S, --late-fraction F, -p P, --window-ms MS, --checkpoint-interval MS,
  *           --checkpoint-dir DIR, --exactly-once-output DIR, --output FILE,
  *           --late-output FILE (the options of the embedded `sluice run`)
+ *   nexmark QUERY EVENTS [--p=P] [--checkpoint=MS]
+ *           a Nexmark query over the generator into a counting sink, as
+ *           nexmark_job.so (examples/nexmark/nexmark_job_build.c)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +19,7 @@
 
 #include "cli/cluster.h"
 #include "fraud_job.h"
+#include "queries.h"
 #include "runtime/job_loader.h"
 
 static int fraud_main(sl_env_t *env, int argc, char **argv) {
@@ -52,4 +56,7 @@ static int fraud_main(sl_env_t *env, int argc, char **argv) {
     return rc;
 }
 
-void sl_cli_register_builtin_jobs(void) { sl_job_register_builtin("fraud", fraud_main); }
+void sl_cli_register_builtin_jobs(void) {
+    sl_job_register_builtin("fraud", fraud_main);
+    sl_job_register_builtin("nexmark", nx_job_build);
+}

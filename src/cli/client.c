@@ -16,11 +16,14 @@
  * job, run through the reserved jar id "builtin".  The job's name (entryClass) is -c NAME,
  * else the built-in name, else the file's base name without "lib" and
  * ".so...".  Without -d, `run` polls GET /jobs/<id> until the job ends and
- * exits 1 unless it FINISHED.
+ * exits 1 unless it FINISHED.  `run -t local` (Flink's --target local)
+ * talks to no JobManager: it builds the job (file or built-in name) and
+ * runs it in this process through sl_env_execute.
  */
 #include "cli/client.h"
 
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -31,10 +34,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "api/env_int.h"
 #include "checkpoint/storage.h"
+#include "cli/cluster.h"
 #include "common/common.h"
 #include "config/config.h"
 #include "ha/ha_services.h"
+#include "runtime/job_loader.h"
+#include "sluice/sluice.h"
+#include "sluice/config.h"
 
 #define POLL_MS 200
 #define POLL_GIVE_UP_MS 30000 /* the JobManager unreachable this long while waiting */
@@ -51,6 +59,7 @@ typedef struct opts {
     const char *target;             /* stop: -p DIR */
     bool drain;                     /* stop: -d */
     const char *type;               /* savepoint, stop: -t canonical|native */
+    bool local;                     /* run: -t local (Flink's execution.target local) */
     sl_config_t cfg;
     bool have_cfg;
     bool quiet;                     /* parse without printing (sl_cli_run_is_remote) */
@@ -112,6 +121,14 @@ static int parse_opts(const char *verb, int argc, char **argv, opts_t *o, bool q
         else if (run && is(a, "-n", "--allowNonRestoredState")) o->allow_nrs = true;
         else if (run && is(a, "-s", "--fromSavepoint")) { NEED_VALUE(); o->savepoint = v; }
         else if (run && is(a, "-c", "--class")) { NEED_VALUE(); o->entry_class = v; }
+        else if (run && is(a, "-t", "--target")) {
+            NEED_VALUE();
+            if (strcmp(v, "local") && strcmp(v, "remote")) {
+                fprintf(stderr, "sluice run: --target must be local (in this process) or remote (a JobManager), got '%s'\n", v);
+                return 2;
+            }
+            o->local = !strcmp(v, "local");
+        }
         else if (run && is(a, "-p", "--parallelism")) {
             NEED_VALUE();
             char *end;
@@ -293,7 +310,7 @@ bool sl_cli_run_is_remote(int argc, char **argv) {
     for (; i < argc; i++) {
         const char *a = argv[i];
         if (is(a, "-m", "--jobmanager") || is(a, "-d", "--detached") || is(a, "-s", "--fromSavepoint") ||
-            is(a, "-n", "--allowNonRestoredState") || is(a, "-c", "--class"))
+            is(a, "-n", "--allowNonRestoredState") || is(a, "-c", "--class") || is(a, "-t", "--target"))
             return true;
         if (is(a, "-p", "--parallelism") || !strcmp(a, "--config") || !strcmp(a, "-D")) {
             i++;
@@ -378,6 +395,72 @@ static int wait_for(const char *base, const char *jobid) {
     }
 }
 
+/* `sluice run -t local JOB [args]`: builds JOB (a file or a built-in
+ * name) on a fresh environment configured by --config / -D, and runs it
+ * in this process (sl_env_execute: a JobManager and a TaskManager over the
+ * in-memory transport), printing what the remote run prints. */
+static int run_local(opts_t *o, int argc, char **argv) {
+    const char *job = argv[o->first_pos];
+    char artifact[4200], err[2048];
+    if (names_file(job)) {
+        if (strlen(job) >= sizeof artifact) {
+            fprintf(stderr, "sluice run: job path too long\n");
+            return 2;
+        }
+        snprintf(artifact, sizeof artifact, "%s", job);
+    } else {
+        snprintf(artifact, sizeof artifact, "builtin:%.256s", job);
+    }
+    if (o->parallelism) {
+        fprintf(stderr, "sluice run: -p %d: a job's parallelism is set by the job itself (sl_env_set_parallelism); pass it "
+                        "as one of the job's arguments, or -D parallelism.default=N\n", o->parallelism);
+        return 2;
+    }
+    sl_job_main_fn fn;
+    void *dl;
+    const char *name;
+    sl_cli_register_builtin_jobs();
+    if (sl_job_entry(artifact, &fn, &dl, &name, err, sizeof err) < 0) {
+        fprintf(stderr, "sluice run: %s\n", err);
+        return 2;
+    }
+    char jobname[256];
+    name_of_file(name, jobname, sizeof jobname);
+    sl_env_t *env = sl_env_new();
+    int rc = 0;
+    if (o->have_cfg) rc = sl_env_configure(env, &o->cfg);
+    if (rc == 0 && o->savepoint) rc = sl_env_restore_from(env, o->savepoint);
+    if (rc == 0 && o->allow_nrs) sl_env_set_allow_non_restored_state(env, true);
+    int nargs = argc - o->first_pos;
+    char **jargv = sl_calloc((size_t)nargs + 1, sizeof *jargv);
+    char *jargv0 = o->entry_class ? (char *)o->entry_class : jobname;
+    jargv[0] = jargv0;
+    for (int i = 1; i < nargs; i++) jargv[i] = argv[o->first_pos + i];
+    if (rc == 0) rc = fn(env, nargs, jargv);
+    sl_free(jargv);
+    int exit_code = 1;
+    if (rc < 0 || sl_env_error(env)[0]) {
+        fprintf(stderr, "sluice run: job '%s' could not be built: %s\n", jobname,
+                sl_env_error(env)[0] ? sl_env_error(env) : sl_strerror(rc));
+    } else {
+        /* the name the cluster would give it (job_loader.c): the job's own, else -c, else the file's */
+        const char *run_name = env->job_name ? env->job_name : jargv0;
+        int64_t t0 = sl_mono_ns();
+        rc = sl_env_execute(env, run_name);
+        long long ms = (long long)((sl_mono_ns() - t0) / 1000000);
+        if (rc == 0) {
+            printf("Program execution finished\nJob has finished (local).\nJob Runtime: %lld ms\n", ms);
+            exit_code = 0;
+        } else {
+            fprintf(stderr, "sluice run: job '%s' FAILED (after %lld ms): %s\n", jobname, ms,
+                    sl_env_error(env)[0] ? sl_env_error(env) : sl_strerror(rc));
+        }
+    }
+    sl_env_destroy(env);
+    if (dl) dlclose(dl);
+    return exit_code;
+}
+
 int sl_cli_run(int argc, char **argv) {
     opts_t o;
     if (parse_opts("run", argc, argv, &o, false)) return finish(&o, 2);
@@ -385,6 +468,7 @@ int sl_cli_run(int argc, char **argv) {
         fprintf(stderr, "sluice run: no job given (a built-in job's name or a job's shared object)\n");
         return finish(&o, 2);
     }
+    if (o.local) return finish(&o, run_local(&o, argc, argv));
     const char *job = argv[o.first_pos];
     char base[512], err[2048], jarid[512], name[256];
     base_url(&o, base, sizeof base);

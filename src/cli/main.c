@@ -75,6 +75,8 @@ static void usage(FILE *f) {
             "  sluice run [-d] [-s PATH [-n]] [-m host:port] JOB.so [args...]  submit a job (-s: from a\n"
             "                                                             savepoint; -n: drop state of\n"
             "                                                             operators no longer there)\n"
+            "  sluice run -t local JOB [args...]                          run a job (file, or built-in: fraud,\n"
+            "                                                             nexmark) in this process\n"
             "  sluice list [-r] [-s] [-a] [-m host:port]                  the jobs\n"
             "  sluice cancel [-m host:port] JOBID\n"
             "  sluice savepoint [-m host:port] JOBID [DIR]                take a savepoint, print its path\n"

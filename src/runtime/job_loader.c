@@ -29,11 +29,13 @@ void sl_job_builtin_names(char *buf, size_t cap) {
         k += (size_t)snprintf(buf + k, cap - k, "%s%s", i ? ", " : "", builtins[i].name);
 }
 
-int sl_job_load(const char *artifact, int nargs, char **args, sl_loaded_job_t **out, char *err, size_t errlen) {
-    *out = NULL;
+int sl_job_entry(const char *artifact, sl_job_main_fn *fn_out, void **dl_out, const char **name_out, char *err,
+                 size_t errlen) {
     sl_job_main_fn fn = NULL;
     void *dl = NULL;
     const char *name = artifact;
+    *fn_out = NULL;
+    *dl_out = NULL;
     if (!strncmp(artifact, "builtin:", 8)) {
         name = artifact + 8;
         for (int i = 0; i < nbuiltins && !fn; i++)
@@ -57,6 +59,19 @@ int sl_job_load(const char *artifact, int nargs, char **args, sl_loaded_job_t **
         const char *slash = strrchr(artifact, '/');
         name = slash ? slash + 1 : artifact;
     }
+    *fn_out = fn;
+    *dl_out = dl;
+    *name_out = name;
+    return 0;
+}
+
+int sl_job_load(const char *artifact, int nargs, char **args, sl_loaded_job_t **out, char *err, size_t errlen) {
+    *out = NULL;
+    sl_job_main_fn fn;
+    void *dl;
+    const char *name;
+    int erc = sl_job_entry(artifact, &fn, &dl, &name, err, errlen);
+    if (erc < 0) return erc;
     sl_loaded_job_t *j = sl_calloc(1, sizeof *j);
     j->dl = dl;
     j->env = sl_env_new();

@@ -27,6 +27,12 @@ typedef struct sl_loaded_job {
 void sl_job_register_builtin(const char *name, sl_job_main_fn fn);
 /* The built-in names, for messages ("fraud, eo-window"). */
 void sl_job_builtin_names(char *buf, size_t cap);
+/* The entry point of artifact ("builtin:NAME" or a shared object's path)
+ * without building it: *fn, the dlopen handle (*dl, NULL for a built-in
+ * job; the caller dlcloses it after the job ended) and the job's default
+ * name (*name: the built-in's name or the file's base name, pointing into
+ * artifact).  0, or an error naming the artifact in err. */
+int sl_job_entry(const char *artifact, sl_job_main_fn *fn, void **dl, const char **name, char *err, size_t errlen);
 /* Loads artifact and builds it with args (args[0] = the job's name as the
  * user gave it).  0, or an error naming the artifact in err. */
 int sl_job_load(const char *artifact, int nargs, char **args, sl_loaded_job_t **out, char *err, size_t errlen);
