@@ -32,6 +32,9 @@
  *                             TaskManagers with the seeds' placement), kill -9
  *                             of random TaskManagers with replacements
  *                             (SLUICE_FRAUD_CLUSTER_KILLS, default 10)
+ *   cluster_kill_sinks_in_each_2pc_window
+ *                             the same fault points in the sinks' TaskManager
+ *                             of a cluster: it dies there, a replacement comes
  *   savepoint_upgrade         S5 on a cluster: stop with a savepoint (with and
  *                             without --drain), version 2 with a new stateful
  *                             operator from it at another parallelism
@@ -935,6 +938,18 @@ TEST(poison_records) {
 
 /* ---- f: S1-S4 on a cluster ---- */
 
+/* The arguments of fraud_kafka_job.so for run r on a cluster: the seeds'
+ * three slot sharing groups, restarts without limit. */
+static void cluster_job_args(const run_t *r, char *args, size_t cap) {
+    snprintf(args, cap,
+             "--bootstrap '%s' --events-topic '%s' --decisions-topic '%s' --late-topic '%s' --table '%s' "
+             "--job-id '%s' -p 2 --checkpoint-interval %lld --checkpoint-dir '%s' --retain 2 --restarts 1000 "
+             "--throttle %.0f --fetch-kb 8 --idle-timeout %lld --count-threshold %d --sum-threshold %.2f "
+             "--on-error fail --commit-log '%s' --dead-letter-topic '%s' --conninfo '%s' --bounded --groups",
+             bootstrap, r->input, r->decisions, r->late, r->table, r->job, (long long)r->interval, r->ckpt,
+             r->throttle, (long long)r->idle_timeout, COUNT_THRESHOLD, SUM_THRESHOLD, r->log, r->dlq, pgt_conninfo());
+}
+
 /* The same pipeline, submitted with `sluice run` to a JobManager with four
  * TaskManagers (two slots each): the Kafka source, the window and the two
  * two-phase-commit sinks in three slot sharing groups, so three
@@ -959,13 +974,7 @@ TEST(cluster_kills) {
     for (int i = 0; i < 4; i++) cl_start_tm(&c, next++, 2, NULL, NULL);
     CHECK(cl_wait_tms(&c, 4, 10000));
     char args[6000], id[64], st[32];
-    snprintf(args, sizeof args,
-             "--bootstrap '%s' --events-topic '%s' --decisions-topic '%s' --late-topic '%s' --table '%s' "
-             "--job-id '%s' -p 2 --checkpoint-interval %lld --checkpoint-dir '%s' --retain 2 --restarts 1000 "
-             "--throttle %.0f --fetch-kb 8 --idle-timeout %lld --count-threshold %d --sum-threshold %.2f "
-             "--on-error fail --commit-log '%s' --dead-letter-topic '%s' --conninfo '%s' --bounded --groups",
-             bootstrap, r.input, r.decisions, r.late, r.table, r.job, (long long)r.interval, r.ckpt, r.throttle,
-             (long long)r.idle_timeout, COUNT_THRESHOLD, SUM_THRESHOLD, r.log, r.dlq, pgt_conninfo());
+    cluster_job_args(&r, args, sizeof args);
     cl_submit_job(&c, SLUICE_FRAUD_KAFKA_JOB, "", args, id, sizeof id);
     CHECK(id[0]);
     CHECK(cl_wait_state(&c, id, "RUNNING", 20000, st, sizeof st));
@@ -1009,6 +1018,84 @@ TEST(cluster_kills) {
     CHECK_EQ(killed, kills);
     CHECK(verify_all(r.decisions, r.late, r.table, r.job, &want));
     cl_cluster_stop(&c);
+}
+
+/* The sinks' TaskManager killed in each window of the two-phase commit, on
+ * a cluster: tm-1 and tm-2 register first and take the source and window
+ * groups (slots are filled in registration order), tm-3 takes the sinks
+ * and carries the fault point, so it is the one that dies (SIGKILL at the
+ * point, as kill -9).  While it is dead the job waits for slots (4 left,
+ * 6 needed), which is when the prepared transactions are counted; then a
+ * replacement TaskManager comes and the job recovers from its latest
+ * checkpoint.  The fault points are those of kill_in_each_2pc_window that
+ * run in a TaskManager (checkpoint.completed-before-notify runs in the
+ * JobManager). */
+TEST(cluster_kill_sinks_in_each_2pc_window) {
+    static const struct {
+        const char *name, *fault;
+        bool precommitted; /* a prepared transaction must be left */
+    } sc[] = {
+        {"before-precommit", "SLUICE_FAULT_AT=sink.before-precommit:19", false},
+        {"after-precommit", "SLUICE_FAULT_AT=sink.after-precommit:24", true},
+        {"during-commit", "SLUICE_FAULT_AT=sink.during-commit:5", false},
+        {"after-end-of-data", "SLUICE_FAULT_AT=task.after-end-of-data:1", false},
+        {"after-final-checkpoint", "SLUICE_FAULT_AT=task.after-final-checkpoint:1", false},
+    };
+    const char *only = getenv("SLUICE_FRAUD_ONLY");
+    for (size_t i = 0; i < sizeof sc / sizeof sc[0]; i++) {
+        if (only && !strstr(sc[i].name, only)) continue;
+        char name[64];
+        snprintf(name, sizeof name, "cl-%s", sc[i].name);
+        run_t r;
+        run_init(&r, name);
+        cluster_t c;
+        cl_cluster_init(&c, name);
+        cl_start_jm(&c);
+        for (int t = 1; t <= 2; t++) {
+            cl_start_tm(&c, t, 2, NULL, NULL);
+            CHECK(cl_wait_tms(&c, t, 10000));
+        }
+        static char fault_env[128]; /* putenv keeps the pointer until cl_start_tm unsets it */
+        snprintf(fault_env, sizeof fault_env, "%s", sc[i].fault);
+        proc_t *sinks = cl_start_tm(&c, 3, 2, NULL, fault_env);
+        CHECK(cl_wait_tms(&c, 3, 10000));
+        char args[6000], id[64] = "", st[32];
+        cluster_job_args(&r, args, sizeof args);
+        cl_submit_job(&c, SLUICE_FRAUD_KAFKA_JOB, "", args, id, sizeof id);
+        CHECK(id[0]);
+        CHECK(cl_wait_deployed(&c, 3, 30000));
+        CHECK(cl_count_in(sinks->log, "decisions-to-kafka") > 0); /* the sinks run on tm-3 */
+        CHECK_EQ(cl_count_in(sinks->log, "count-sum-decide"), 0);
+        int ws = 0;
+        pid_t got = 0;
+        for (int64_t end = cl_now_ms() + 240000; cl_now_ms() < end && got == 0;) {
+            got = waitpid(sinks->pid, &ws, WNOHANG);
+            if (got == 0) cl_sleep_ms(20);
+        }
+        bool killed = got == sinks->pid && WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL;
+        if (got == sinks->pid) {
+            for (int k = 0; k < cl_npids; k++) /* reaped: never signal its pid again */
+                if (cl_pids[k] == sinks->pid) cl_pids[k--] = cl_pids[--cl_npids];
+            sinks->pid = 0;
+        }
+        PGconn *pc = pgt_connect();
+        char prefix[128];
+        snprintf(prefix, sizeof prefix, "sl:%s:", r.job);
+        long long prepared = pgt_prepared(pc, prefix);
+        PQfinish(pc);
+        cl_job_state(&c, id, st, sizeof st);
+        fprintf(stderr, "  %s (%s on tm-3): %s, %lld prepared transactions left, job %s\n", sc[i].name,
+                sc[i].fault + strlen("SLUICE_FAULT_AT="), killed ? "killed there" : "NOT KILLED", prepared, st);
+        CHECK(killed);
+        if (sc[i].precommitted) CHECK(prepared >= 1);
+        cl_start_tm(&c, 4, 2, NULL, NULL); /* the replacement, without the fault */
+        bool ok = cl_wait_state(&c, id, "FINISHED", 240000, st, sizeof st);
+        if (!ok) cl_dump_logs(&c);
+        CHECK(ok);
+        CHECK(cl_count_in(c.jm.log, "restarting from the latest checkpoint") >= 1);
+        CHECK(verify_all(r.decisions, r.late, r.table, r.job, &want));
+        cl_cluster_stop(&c);
+    }
 }
 
 /* ---- S5: stop with a savepoint, upgrade, restore ---- */
@@ -1220,6 +1307,7 @@ int main(void) {
     if (!only || strstr(only, "idle")) RUN(idle_partition_does_not_stall);
     if (!only || strstr(only, "poison")) RUN(poison_records);
     if (!only || strstr(only, "cluster")) RUN(cluster_kills);
+    if (!only || strstr(only, "cluster") || strstr(only, "2pc")) RUN(cluster_kill_sinks_in_each_2pc_window);
     if (!only || strstr(only, "savepoint")) RUN(savepoint_upgrade);
     expect_free(&want);
     TEST_MAIN_END();
