@@ -1262,9 +1262,12 @@ TEST(bad_config) {
     sl_rest_provider_t p = {0};
     sl_rest_t *r = NULL;
     char err[256];
-    CHECK_EQ(sl_rest_new(&c, &p, &r, err, sizeof err), SL_EINVAL); /* no directory */
+    c.artifact_dir = "/proc/no/such/dir"; /* cannot be created */
+    c.port = 0;
+    CHECK_EQ(sl_rest_new(&c, &p, &r, err, sizeof err), SL_EIO);
     CHECK_CONTAINS(err, "artifact directory");
     c.artifact_dir = dir;
+    c.port = -1;
     c.bind_address = "not-an-ip";
     CHECK_EQ(sl_rest_new(&c, &p, &r, err, sizeof err), SL_EINVAL);
     CHECK_CONTAINS(err, "rest.bind-address");

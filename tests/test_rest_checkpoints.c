@@ -28,6 +28,7 @@
 #include "common/common.h"
 #include "jobmanager/rest.h"
 #include "jobmanager/rest_shapes.h"
+#include "http_util.h"
 #include "test.h"
 
 static uint64_t rng_next(uint64_t *s) {
@@ -309,58 +310,12 @@ static int p_operation(void *ud, const char *id, const char *tid, sl_rest_operat
 
 static int port;
 
-typedef struct resp {
-    int status;
-    char *body;
-    json_t *json;
-} resp_t;
-
-static void resp_free(resp_t *r) {
-    free(r->body);
-    if (r->json) json_decref(r->json);
-    memset(r, 0, sizeof *r);
-}
+typedef http_resp_t resp_t;
+static void resp_free(resp_t *r) { http_resp_free(r); }
 
 /* One request (Connection: close); the answer parsed. */
 static void http(const char *method, const char *path, const char *body, size_t blen, resp_t *r) {
-    memset(r, 0, sizeof *r);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        close(fd);
-        return;
-    }
-    sl_buf_t b = {0};
-    char head[2048];
-    int hn = snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-                                         "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n",
-                      method, path, blen);
-    sl_buf_append(&b, head, (size_t)hn);
-    if (blen) sl_buf_append(&b, body, blen);
-    for (size_t off = 0; off < b.len;) {
-        ssize_t w = send(fd, b.p + off, b.len - off, MSG_NOSIGNAL);
-        if (w <= 0) break;
-        off += (size_t)w;
-    }
-    sl_buf_free(&b);
-    char tmp[65536];
-    for (;;) {
-        struct pollfd p = {fd, POLLIN, 0};
-        if (poll(&p, 1, 10000) <= 0) break;
-        ssize_t n = recv(fd, tmp, sizeof tmp, 0);
-        if (n <= 0) break;
-        sl_buf_append(&b, tmp, (size_t)n);
-    }
-    close(fd);
-    sl_buf_append(&b, "", 1);
-    const char *s = (const char *)b.p, *sep = strstr(s, "\r\n\r\n");
-    if (!strncmp(s, "HTTP/1.", 7) && sep) {
-        r->status = atoi(s + 9);
-        r->body = strdup(sep + 4);
-        r->json = json_loads(r->body, 0, NULL);
-    }
-    sl_buf_free(&b);
+    http_do(port, method, path, body, blen, NULL, r);
 }
 
 static void get(const char *path, resp_t *r) { http("GET", path, NULL, 0, r); }

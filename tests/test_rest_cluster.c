@@ -23,54 +23,15 @@
 #include <pthread.h>
 
 #include "cluster_util.h"
+#include "http_util.h"
 
-typedef struct resp {
-    int status;
-    json_t *json;
-} resp_t;
+typedef http_resp_t resp_t;
 
 /* One request to the JobManager's REST port; the answer parsed. */
 static void http(int port, const char *method, const char *path, const char *body, resp_t *r) {
-    memset(r, 0, sizeof *r);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
-        close(fd);
-        return;
-    }
-    size_t blen = body ? strlen(body) : 0;
-    char head[1024];
-    int n = snprintf(head, sizeof head,
-                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %zu\r\n\r\n",
-                     method, path, blen);
-    sl_buf_t b = {0};
-    sl_buf_append(&b, head, (size_t)n);
-    if (blen) sl_buf_append(&b, body, blen);
-    bool sent = write(fd, b.p, b.len) == (ssize_t)b.len;
-    sl_buf_free(&b);
-    char chunk[8192];
-    ssize_t k;
-    while (sent) {
-        struct pollfd p = {fd, POLLIN, 0};
-        if (poll(&p, 1, 15000) <= 0 || (k = read(fd, chunk, sizeof chunk)) <= 0) break;
-        sl_buf_append(&b, chunk, (size_t)k);
-    }
-    close(fd);
-    sl_buf_append(&b, "", 1);
-    const char *s = (const char *)b.p, *sep = strstr(s, "\r\n\r\n");
-    if (!strncmp(s, "HTTP/1.", 7) && sep) {
-        r->status = atoi(s + 9);
-        r->json = json_loads(sep + 4, 0, NULL);
-    }
-    sl_buf_free(&b);
+    http_do(port, method, path, body, body ? strlen(body) : 0, NULL, r);
 }
-
-static void resp_free(resp_t *r) {
-    if (r->json) json_decref(r->json);
-    memset(r, 0, sizeof *r);
-}
+static void resp_free(resp_t *r) { http_resp_free(r); }
 
 #define GI(o, k) json_integer_value(json_object_get(o, k))
 #define GS(o, k) json_string_value(json_object_get(o, k))

@@ -249,6 +249,23 @@ SL_API const char *sl_env_error(const sl_env_t *env);
 /* Asks a running job to stop (thread-safe; sl_env_execute returns
  * SL_ECANCELED). */
 SL_API void sl_env_cancel(sl_env_t *env);
+/* Serves Flink's REST API and web UI for this job while sl_env_execute
+ * runs (Flink's MiniCluster with rest.port set; the configuration keys
+ * rest.port and rest.bind-address do the same through sl_env_configure):
+ * /overview, /jobs, /jobs/:jobid (and its checkpoints, config,
+ * exceptions, vertex metrics, savepoints, cancel), /taskmanagers (none:
+ * the embedded TaskManager does not register over RPC).  The server starts
+ * with the job and stops when sl_env_execute returns; it takes no uploads
+ * and runs no other job.  bind_address NULL = 127.0.0.1; port 0 = a free
+ * port (see sl_env_rest_port), -1 = no server (the default).
+ * SLUICE_REST_TOKEN in the environment makes every request need
+ * "Authorization: Bearer <token>", as for a JobManager.  A port that
+ * cannot be bound fails sl_env_execute, naming it.  Call before
+ * sl_env_execute. */
+SL_API void sl_env_set_rest_endpoint(sl_env_t *env, const char *bind_address, int port);
+/* The port the REST API listens on while the job runs, else -1 (any
+ * thread). */
+SL_API int sl_env_rest_port(const sl_env_t *env);
 
 /* Records in/out of the operator with this uid or name, summed over its
  * subtasks, after sl_env_execute returned.  SL_ENOTFOUND if no such. */

@@ -40,6 +40,8 @@ sl_env_t *sl_env_new(void) {
     env->tags.tags = sl_calloc(1, sizeof(sl_tag_t));
     pthread_mutex_init(&env->run_mu, NULL);
     atomic_init(&env->cancel_requested, false);
+    env->rest_port = -1;
+    atomic_init(&env->rest_bound, -1);
     return env;
 }
 
@@ -72,6 +74,7 @@ void sl_env_destroy(sl_env_t *env) {
     sl_free(env->savepoint_dir);
     sl_free(env->rocksdb_dir);
     sl_free(env->job_name);
+    sl_free(env->rest_bind);
     sl_env_free_task_stats(env);
     for (int i = env->nowned - 1; i >= 0; i--) env->owned[i].free_fn(env->owned[i].p);
     sl_free(env->owned);
@@ -413,6 +416,20 @@ int sl_env_execute(sl_env_t *env, const char *job_name) {
         return rc;
     }
     if (env->metrics_fn) sl_local_job_set_metrics_listener(job, env->metrics_fn, env->metrics_ctx);
+    if (env->rest_port >= 0) {
+        int port = -1;
+        rc = sl_local_job_serve_rest(job, env->rest_bind, env->rest_port, getenv("SLUICE_REST_TOKEN"), &port, env->err,
+                                     sizeof env->err);
+        if (rc < 0) {
+            sl_local_job_destroy(job);
+            sl_plan_free(plan);
+            sl_free(plan);
+            sl_job_code_free(&code);
+            env->err_rc = rc;
+            return rc;
+        }
+        atomic_store(&env->rest_bound, port);
+    }
     pthread_mutex_lock(&env->run_mu);
     env->running = job;
     bool cancel = atomic_load(&env->cancel_requested);
@@ -424,7 +441,8 @@ int sl_env_execute(sl_env_t *env, const char *job_name) {
     env->running = NULL;
     atomic_store(&env->cancel_requested, false);
     pthread_mutex_unlock(&env->run_mu);
-    sl_local_job_destroy(job);
+    atomic_store(&env->rest_bound, -1);
+    sl_local_job_destroy(job); /* the REST server first */
     /* the figures of the last attempt */
     snprintf(env->err, sizeof env->err, "%s", rc < 0 ? res.err : "");
     env->restarts = res.restarts;
@@ -539,3 +557,15 @@ int sl_env_restore_from(sl_env_t *env, const char *path) {
     env->restore_path = sl_strdup(dir);
     return 0;
 }
+
+void sl_env_set_rest_endpoint(sl_env_t *env, const char *bind_address, int port) {
+    if (port < -1 || port > 65535) {
+        sl_env_errorf(env, "sl_env_set_rest_endpoint: %d is not a port (0..65535, or -1 for none)", port);
+        return;
+    }
+    sl_free(env->rest_bind);
+    env->rest_bind = bind_address && bind_address[0] ? sl_strdup(bind_address) : NULL;
+    env->rest_port = port;
+}
+
+int sl_env_rest_port(const sl_env_t *env) { return atomic_load(&((sl_env_t *)env)->rest_bound); }

@@ -73,6 +73,10 @@ struct sl_env {
     /* sl_env_set_metrics_listener (metrics_api.c) */
     sl_metrics_listener_fn metrics_fn;
     void *metrics_ctx;
+    /* sl_env_set_rest_endpoint: the REST API while the job runs */
+    int rest_port;                 /* -1: none; 0: ephemeral */
+    char *rest_bind;               /* NULL: 127.0.0.1 */
+    atomic_int rest_bound;         /* the port while serving, else -1 */
 };
 
 /* The job's directory name under the checkpoint directory. */

@@ -168,24 +168,6 @@ static int parse_opts(const char *verb, int argc, char **argv, opts_t *o, bool q
 #undef fprintf
 }
 
-/* Whether the configuration sets key itself (not by default): the
- * effective configuration lists such keys with "# from <where>". */
-static bool key_set(const sl_config_t *cfg, const char *key) {
-    sl_buf_t b = {0};
-    sl_config_format(cfg, &b);
-    bool set = false;
-    const char *s = b.p ? (const char *)b.p : "";
-    size_t kl = strlen(key);
-    for (const char *line = s; *line;) {
-        const char *nl = strchr(line, '\n');
-        size_t len = nl ? (size_t)(nl - line) : strlen(line);
-        if (len > kl && !strncmp(line, key, kl) && line[kl] == ':' && memmem(line, len, "# from ", 7)) set = true;
-        line += len + (nl ? 1 : 0);
-    }
-    sl_buf_free(&b);
-    return set;
-}
-
 /* The JobManager's base URL, "http://host:port", into out. */
 static void base_url(const opts_t *o, char *out, size_t cap) {
     if (o->jm) {
@@ -208,7 +190,7 @@ static void base_url(const opts_t *o, char *out, size_t cap) {
     }
     if (sl_config_get_string(&o->cfg, "rest.address", tmp, sizeof tmp, e, sizeof e) == 0 && tmp[0])
         snprintf(host, sizeof host, "%s", tmp);
-    else if (key_set(&o->cfg, "jobmanager.rpc.address") && o->cfg.jobmanager_address)
+    else if (sl_config_key_set(&o->cfg, "jobmanager.rpc.address") && o->cfg.jobmanager_address)
         snprintf(host, sizeof host, "%s", o->cfg.jobmanager_address); /* Flink's fallback of rest.address */
     snprintf(out, cap, "http://%s:%d", host, o->cfg.rest_port);
 }
@@ -325,8 +307,8 @@ bool sl_cli_run_is_remote(int argc, char **argv) {
     opts_t o;
     bool remote = false;
     if (parse_opts("run", i < argc ? i : argc, argv, &o, true) == 0)
-        remote = key_set(&o.cfg, "rest.address") || key_set(&o.cfg, "rest.port") ||
-                 key_set(&o.cfg, "jobmanager.rpc.address") || o.cfg.ha_type == SL_CFG_HA_ZOOKEEPER;
+        remote = sl_config_key_set(&o.cfg, "rest.address") || sl_config_key_set(&o.cfg, "rest.port") ||
+                 sl_config_key_set(&o.cfg, "jobmanager.rpc.address") || o.cfg.ha_type == SL_CFG_HA_ZOOKEEPER;
     sl_config_free(&o.cfg);
     return remote;
 }

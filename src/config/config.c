@@ -935,6 +935,11 @@ bool sl_config_equal(const sl_config_t *a, const sl_config_t *b) {
     return true;
 }
 
+bool sl_config_key_set(const sl_config_t *cfg, const char *key) {
+    int i = key_index(key);
+    return i >= 0 && cfg->where && cfg->where[i] != NULL;
+}
+
 static void set_where(sl_config_t *c, int idx, const char *where) {
     sl_free(c->where[idx]);
     c->where[idx] = sl_strdup(where);
@@ -1481,6 +1486,9 @@ int sl_config_apply_env(const sl_config_t *cfg, struct sl_env *env, char *err, s
     if (cfg->savepoint_dir) sl_env_set_savepoint_dir(env, cfg->savepoint_dir);
     sl_env_set_allow_non_restored_state(env, cfg->ignore_unclaimed_state);
     if (cfg->savepoint_path) sl_env_restore_from(env, cfg->savepoint_path);
+    /* Flink's MiniCluster serves REST only when asked; so does an embedded job */
+    if (sl_config_key_set(cfg, "rest.port") || sl_config_key_set(cfg, "rest.bind-address"))
+        sl_env_set_rest_endpoint(env, cfg->rest_bind_address, cfg->rest_port);
     sl_env_set_checkpoints_retained(env, cfg->num_retained);
     sl_env_set_checkpoint_retention(env, (sl_checkpoint_retention_t)cfg->externalized_retention);
     if (rs == SL_CFG_RESTART_NONE)

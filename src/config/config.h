@@ -219,6 +219,10 @@ bool sl_config_equal(const sl_config_t *a, const sl_config_t *b);
  * max-backoff; heartbeat.timeout >= heartbeat.interval; every problem
  * reported, one per line) are declared in sluice/config.h. */
 
+/* Whether key (a core key or an alias) was set by a file or -D rather than
+ * left at its default. */
+bool sl_config_key_set(const sl_config_t *cfg, const char *key);
+
 /* Appends the effective configuration to out as YAML (flat keys, one per
  * line, each with a comment saying where a non-default value came from;
  * keys that are not set appear as comments).  Loading it back gives an

@@ -65,6 +65,7 @@ typedef struct djob {
     sl_job_result_t res;
     int64_t start_ms, end_ms;
     sl_jm_ha_t ha;               /* the job master's HA hooks (ctx: this job) */
+    bool adopted;                /* sl_dispatcher_adopt: jm runs and is destroyed elsewhere */
 } djob_t;
 
 struct sl_dispatcher {
@@ -538,6 +539,26 @@ static int submit_as(sl_dispatcher_t *d, const char *given_id, bool recovered, c
     return 0;
 }
 
+int sl_dispatcher_adopt(sl_dispatcher_t *d, struct sl_job_master *jm, char *err, size_t errlen) {
+    djob_t *j = sl_calloc(1, sizeof *j);
+    j->d = d;
+    j->jm = jm;
+    j->adopted = true;
+    j->start_ms = sl_wall_ms();
+    uint8_t rnd[16]; /* a JobID as Flink's, 32 hex digits */
+    RAND_bytes(rnd, sizeof rnd);
+    for (int i = 0; i < 16; i++) snprintf(j->id + 2 * i, 3, "%02x", rnd[i]);
+    pthread_mutex_lock(&d->mu);
+    bool room = d->njobs < MAX_JOBS;
+    if (room) d->jobs[d->njobs++] = j;
+    pthread_mutex_unlock(&d->mu);
+    if (!room) {
+        sl_free(j);
+        return sl_errf(err, errlen, SL_ESTATE, "too many jobs");
+    }
+    return 0;
+}
+
 int sl_dispatcher_submit(sl_dispatcher_t *d, const char *artifact, int nargs, char **args, const char *restore_path,
                          bool allow_nrs, char *job_id, size_t idcap, char *err, size_t errlen) {
     return submit_as(d, NULL, false, artifact, nargs, args, restore_path, allow_nrs, job_id, idcap, err, errlen);
@@ -791,6 +812,9 @@ static int rest_taskmanager_metrics(void *ud, const char *tm_id, sl_rest_tm_metr
 
 static int rest_run(void *ud, const sl_rest_run_t *req, char *job_id, size_t idcap, char *err, size_t errlen) {
     sl_dispatcher_t *d = ud;
+    if (!d->cfg.compile)
+        return sl_errf(err, errlen, SL_EINVAL,
+                       "this REST API serves one embedded job (sl_env_execute with rest.port set): it runs no other");
     char artifact[4200];
     if (!req->artifact_path) {
         if (!req->entry_class || !req->entry_class[0])
@@ -1255,7 +1279,7 @@ int sl_dispatcher_new(const sl_dispatcher_config_t *cfg, sl_dispatcher_t **out, 
     sl_rpc_config_t rc = {.secret = d->secret, .name = "jobmanager"};
     int r = sl_rpc_new(&rc, &d->rpc, err, errlen);
     sl_rpc_callbacks_t cbs = {rpc_on_open, rpc_on_message, rpc_on_closed, d, SL_AUTH_CONTROL, true};
-    if (r == 0)
+    if (r == 0 && !cfg->no_rpc_listener)
         r = sl_rpc_listen(d->rpc, cfg->rpc_host ? cfg->rpc_host : "127.0.0.1", cfg->rpc_port, &cbs, err, errlen);
     if (r == 0) {
         sl_rest_config_t rcfg;
@@ -1309,11 +1333,13 @@ void sl_dispatcher_destroy(sl_dispatcher_t *d) {
     int n = d->njobs;
     pthread_mutex_unlock(&d->mu);
     /* with HA a JobManager that stops only suspends its jobs: the next leader resumes them */
-    for (int i = 0; i < n; i++) (d->cfg.ha ? sl_jm_suspend : sl_jm_cancel)(d->jobs[i]->jm);
-    for (int i = 0; i < n; i++) pthread_join(d->jobs[i]->thread, NULL);
+    for (int i = 0; i < n; i++)
+        if (!d->jobs[i]->adopted) (d->cfg.ha ? sl_jm_suspend : sl_jm_cancel)(d->jobs[i]->jm);
+    for (int i = 0; i < n; i++)
+        if (!d->jobs[i]->adopted) pthread_join(d->jobs[i]->thread, NULL);
     if (d->rpc) sl_rpc_destroy(d->rpc); /* the timer dies with it */
     for (int i = 0; i < d->njobs; i++) {
-        sl_jm_destroy(d->jobs[i]->jm);
+        if (!d->jobs[i]->adopted) sl_jm_destroy(d->jobs[i]->jm);
         sl_job_result_free(&d->jobs[i]->res);
         sl_free(d->jobs[i]);
     }

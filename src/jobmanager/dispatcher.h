@@ -56,6 +56,11 @@ typedef struct sl_dispatcher_config {
      * completed checkpoints go into the store; when the ZooKeeper session is
      * lost the dispatcher stops acting (sl_dispatcher_deposed).  Not owned. */
     struct sl_ha *ha;
+    /* Embedded mode's REST server (runtime/local.c): no RPC port is opened
+     * (no TaskManager registers; the timers still run), and the one job is
+     * handed over with sl_dispatcher_adopt.  compile may then be NULL: the
+     * REST API runs no other job. */
+    bool no_rpc_listener;
 } sl_dispatcher_config_t;
 
 int sl_dispatcher_new(const sl_dispatcher_config_t *cfg, sl_dispatcher_t **out, char *err, size_t errlen);
@@ -68,6 +73,13 @@ int sl_dispatcher_prom_port(const sl_dispatcher_t *d);
  * --allowNonRestoredState.  Any thread. */
 int sl_dispatcher_submit(sl_dispatcher_t *d, const char *artifact, int nargs, char **args, const char *restore_path,
                          bool allow_nrs, char *job_id, size_t idcap, char *err, size_t errlen);
+/* Serves a job master that runs elsewhere (embedded mode's, which
+ * sl_local_job_run drives) through the REST API under its own job id:
+ * overview, details, checkpoints, metrics, cancel, savepoints.  The
+ * dispatcher neither runs, cancels on destroy, nor destroys it; destroy
+ * the dispatcher before the job master.  Any thread. */
+struct sl_job_master;
+int sl_dispatcher_adopt(sl_dispatcher_t *d, struct sl_job_master *jm, char *err, size_t errlen);
 /* With high availability: restarts every job of the job graph store (a new
  * leader's first act), each from its latest completed checkpoint, under
  * its id.  Returns how many, or < 0.  Any thread. */

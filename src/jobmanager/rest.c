@@ -382,6 +382,7 @@ static void jar_add(sl_rest_t *r, const char *id, const char *name, int64_t uplo
 }
 
 static void scan_dir(sl_rest_t *r) {
+    if (!r->dir) return; /* a server without uploads */
     DIR *d = opendir(r->dir);
     if (!d) return;
     struct dirent *e;
@@ -429,6 +430,10 @@ static enum MHD_Result upload_iter(void *cls, enum MHD_ValueKind kind, const cha
 
 /* First call of an upload: checks the content type, opens the temporary file. */
 static enum MHD_Result upload_begin(sl_rest_t *r, struct MHD_Connection *c, req_t *q) {
+    if (!r->dir)
+        return q->answered = true, send_errorf(c, MHD_HTTP_BAD_REQUEST,
+                                               "this REST API serves one embedded job (sl_env_execute with rest.port "
+                                               "set): it takes no uploads and runs no other job");
     const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (!ct || strncasecmp(ct, "multipart/form-data", 19))
         return q->answered = true, send_errorf(c, MHD_HTTP_BAD_REQUEST,
@@ -1414,23 +1419,25 @@ int sl_rest_new(const sl_rest_config_t *cfg, const sl_rest_provider_t *p, sl_res
                 size_t errlen) {
     *out = NULL;
     if (!cfg || !p) return sl_errf(err, errlen, SL_EINVAL, "rest: no configuration or provider");
-    if (!cfg->artifact_dir || !cfg->artifact_dir[0])
-        return sl_errf(err, errlen, SL_EINVAL, "rest: no artifact directory (web.upload.dir)");
-    if (strlen(cfg->artifact_dir) > 3000) return sl_errf(err, errlen, SL_EINVAL, "rest: artifact directory path too long");
+    bool uploads = cfg->artifact_dir && cfg->artifact_dir[0];
+    if (uploads && strlen(cfg->artifact_dir) > 3000)
+        return sl_errf(err, errlen, SL_EINVAL, "rest: artifact directory path too long");
     int port = cfg->port < 0 ? SL_REST_DEFAULT_PORT : cfg->port;
     if (port > 65535) return sl_errf(err, errlen, SL_EINVAL, "rest.port: %d is not a port (0..65535)", port);
     if (cfg->max_upload < 0) return sl_errf(err, errlen, SL_EINVAL, "rest: negative maximum upload size");
-    const char *bind = cfg->bind_address && cfg->bind_address[0] ? cfg->bind_address : "127.0.0.1";
+    const char *bind = cfg->bind_address && cfg->bind_address[0] && strcmp(cfg->bind_address, "localhost")
+                           ? cfg->bind_address
+                           : "127.0.0.1"; /* Flink's default "localhost" */
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     if (inet_pton(AF_INET, bind, &sa.sin_addr) != 1)
         return sl_errf(err, errlen, SL_EINVAL, "rest.bind-address: '%s' is not an IPv4 address", bind);
-    if (mkdirs(cfg->artifact_dir) < 0)
+    if (uploads && mkdirs(cfg->artifact_dir) < 0)
         return sl_errf(err, errlen, SL_EIO, "rest: cannot create the artifact directory %s: %s", cfg->artifact_dir,
                        strerror(errno));
     sl_rest_t *r = sl_calloc(1, sizeof *r);
     r->bind_address = sl_strdup(bind);
     r->token = cfg->token && cfg->token[0] ? sl_strdup(cfg->token) : NULL;
-    r->dir = sl_strdup(cfg->artifact_dir);
+    r->dir = uploads ? sl_strdup(cfg->artifact_dir) : NULL;
     r->version = sl_strdup(cfg->version ? cfg->version : "0.1.0");
     r->max_upload = cfg->max_upload ? cfg->max_upload : SL_REST_DEFAULT_MAX_UPLOAD;
     r->p = *p;

@@ -96,11 +96,12 @@
 typedef struct sl_rest sl_rest_t;
 
 typedef struct sl_rest_config {
-    const char *bind_address; /* rest.bind-address; NULL = "127.0.0.1" */
+    const char *bind_address; /* rest.bind-address; NULL or "localhost" = "127.0.0.1" */
     int port;                 /* rest.port; -1 = 8081, 0 = ephemeral (see sl_rest_port) */
     const char *token;        /* NULL or "": no authentication; else every request needs
                                * "Authorization: Bearer <token>" (else 401) */
-    const char *artifact_dir; /* where uploads are stored (created if missing); required */
+    const char *artifact_dir; /* where uploads are stored (created if missing); NULL: no uploads
+                               * (an embedded job's server: POST /jars/upload answers 400) */
     int64_t max_upload;       /* bytes; 0 = SL_REST_DEFAULT_MAX_UPLOAD; larger bodies get 413 */
     const char *version;      /* reported as "sluice <version>"; NULL = "0.1.0" */
 } sl_rest_config_t;

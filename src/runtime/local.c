@@ -11,6 +11,7 @@
 
 #include "common/common.h"
 #include "common/workq.h"
+#include "jobmanager/dispatcher.h"
 #include "jobmanager/job_master.h"
 #include "jobmanager/job_metrics.h"
 #include "jobmanager/state_query.h"
@@ -31,6 +32,7 @@ struct sl_local_job {
     sl_job_master_t *jm;
     sl_taskmanager_t *tm;
     pipe_t to_tm, to_jm;
+    sl_dispatcher_t *rest;       /* sl_local_job_serve_rest: the REST API's server, or NULL */
 };
 
 /* Encodes m into the pipe (the receiving thread decodes it). */
@@ -157,8 +159,28 @@ int sl_local_job_savepoint(sl_local_job_t *j, const char *dir, int kind, char *p
     return rc;
 }
 
+int sl_local_job_serve_rest(sl_local_job_t *j, const char *bind_address, int port, const char *token, int *bound,
+                            char *err, size_t errlen) {
+    sl_dispatcher_config_t dc = {.rest_host = bind_address,
+                                 .rest_port = port,
+                                 .rest_token = token && token[0] ? token : NULL,
+                                 .no_rpc_listener = true};
+    char e[1024];
+    int rc = sl_dispatcher_new(&dc, &j->rest, e, sizeof e);
+    if (rc == 0) rc = sl_dispatcher_adopt(j->rest, j->jm, e, sizeof e);
+    if (rc < 0) {
+        sl_dispatcher_destroy(j->rest);
+        j->rest = NULL;
+        return sl_errf(err, errlen, rc, "REST API of the embedded job (rest.bind-address %s, rest.port %d): %s",
+                       bind_address ? bind_address : "127.0.0.1", port, e);
+    }
+    *bound = sl_dispatcher_rest_port(j->rest);
+    return 0;
+}
+
 void sl_local_job_destroy(sl_local_job_t *j) {
     if (!j) return;
+    sl_dispatcher_destroy(j->rest); /* it reads the job master */
     /* every task has ended: drain the TaskManager's side, release its
      * deployments, then the JobManager's side */
     sl_workq_stop(&j->to_tm.q);

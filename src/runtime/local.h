@@ -38,6 +38,13 @@ void sl_local_job_set_metrics_listener(sl_local_job_t *j, sl_metrics_listener_fn
  * sl_local_job_run runs; j must outlive the call. */
 int sl_local_job_query_state(sl_local_job_t *j, const char *uid, const char *state, const char *key, const char *ns,
                              int64_t timeout_ms, char **body);
+/* Serves the REST API (jobmanager/rest.h, through a dispatcher without an
+ * RPC port that adopts this job's master) on bind_address:port (NULL =
+ * 127.0.0.1, 0 = a free port) until sl_local_job_destroy; the port it
+ * bound goes to *bound.  token: NULL or a bearer token every request
+ * needs.  Before sl_local_job_run. */
+int sl_local_job_serve_rest(sl_local_job_t *j, const char *bind_address, int port, const char *token, int *bound,
+                            char *err, size_t errlen);
 void sl_local_job_destroy(sl_local_job_t *j);
 
 #endif
