@@ -93,7 +93,7 @@ static int h_open(sl_window_spec_t *spec, const sl_schema_t *in, const sl_schema
     H.init.out_schema = out;
     H.init.tags = &H.tags;
     H.init.name = "Window(test)";
-    H.init.task = NULL;
+    H.init.ctx = NULL;
     H.spec = spec;
     H.in = in;
     H.op = sl_window_op_create(spec, &H.init);

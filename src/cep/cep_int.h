@@ -152,4 +152,17 @@ cep_evid_t *cep_nfa_refs(const cep_nfa_t *a, int *n);
 void sl_cep_test_state_left(int64_t *events, int64_t *nfa, int64_t *key);
 void sl_cep_test_state_reset(void);
 
+/* ---- the operator (cep_op.c) and what its builder (api/cep_api.c) hands it ---- */
+
+/* The compiled pattern and the user's functions, shared read-only by every
+ * subtask (owned by the environment: cep_od_free). */
+typedef struct cep_od {
+    cep_def_t *def;
+    sl_cep_fn_t fn;
+    char *late_tag;
+} cep_od_t;
+void cep_od_free(void *od);
+/* The keyed process function that runs the pattern over od. */
+sl_process_fn_t cep_process_fn(cep_od_t *od);
+
 #endif

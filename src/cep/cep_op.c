@@ -1,5 +1,6 @@
 /*
- * cep_op.c — the CEP operator (Flink's CepOperator) and sl_cep.
+ * cep_op.c — the CEP operator (Flink's CepOperator); its builder, sl_cep,
+ * is api/cep_api.c.
  *
  * It is a keyed process function, so its state is ordinary keyed state of
  * the operator's backend (heap or RocksDB): checkpointed, restored and
@@ -28,14 +29,7 @@
 #include <stdlib.h>
 
 #include "cep/cep_int.h"
-#include "graph/stream_graph.h"
 #include "operators/basic_ops.h"
-
-typedef struct cep_od {
-    cep_def_t *def;
-    sl_cep_fn_t fn;
-    char *late_tag;
-} cep_od_t;
 
 typedef struct cep_rt {
     const cep_od_t *od;
@@ -450,53 +444,19 @@ static int cep_on_timer(void *ctx, sl_pctx_t *pc, int64_t ts, sl_time_domain_t d
     return drive(ctx, pc, out);
 }
 
-/* ---- the builder ---- */
+/* ---- what the builder (api/cep_api.c) uses ---- */
 
-static void od_free(void *p) {
+void cep_od_free(void *p) {
     cep_od_t *od = p;
     cep_def_free(od->def);
     sl_free(od->late_tag);
     sl_free(od);
 }
 
-sl_stream_t *sl_cep(sl_keyed_t *k, sl_pattern_t *p, sl_cep_fn_t fn, sl_schema_t *out) {
-    if (!k) {
-        sl_pattern_free(p);
-        sl_schema_unref(out);
-        return NULL;
-    }
-    sl_env_t *env = k->s->env;
-    char err[320];
-    cep_def_t *d = cep_compile(p, err, sizeof err);
-    sl_pattern_free(p);
-    if (!d) {
-        sl_env_errorf(env, "%s", err);
-        sl_schema_unref(out);
-        return NULL;
-    }
-    if (!fn.select) {
-        sl_env_errorf(env, "CEP: no select function");
-        cep_def_free(d);
-        sl_schema_unref(out);
-        return NULL;
-    }
-    if (fn.late_tag && sl_env_tag(env, fn.late_tag, k->s->schema) < 0) {
-        cep_def_free(d);
-        sl_schema_unref(out);
-        return NULL;
-    }
-    cep_od_t *od = sl_calloc(1, sizeof *od);
-    od->def = d;
-    od->fn = fn;
-    od->late_tag = fn.late_tag ? sl_strdup(fn.late_tag) : NULL;
-    od->fn.late_tag = od->late_tag;
-    sl_env_own(env, od, od_free);
-    sl_process_fn_t pf = {.open = cep_open,
-                          .process = cep_process,
-                          .on_timer = cep_on_timer,
-                          .close = cep_close,
-                          .opts = {.ctx = od, .ctx_clone = rt_clone, .ctx_free = rt_free}};
-    sl_stream_t *r = sl_keyed_process(k, pf, out);
-    if (r) sl_name(r, "CEP");
-    return r;
+sl_process_fn_t cep_process_fn(cep_od_t *od) {
+    return (sl_process_fn_t){.open = cep_open,
+                             .process = cep_process,
+                             .on_timer = cep_on_timer,
+                             .close = cep_close,
+                             .opts = {.ctx = od, .ctx_clone = rt_clone, .ctx_free = rt_free}};
 }

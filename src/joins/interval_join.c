@@ -30,6 +30,9 @@
  * Late rows (ts < the join's watermark on arrival) are dropped as in Flink,
  * or go to the side outputs given with sl_interval_join_late_outputs.
  * The output timestamp is max(l.ts, r.ts).
+ *
+ * This file is the running join (a keyed co-process function); its builder
+ * (sl_interval_join ...) is api/join_api.c.
  */
 #include <stdio.h>
 #include <string.h>
@@ -39,21 +42,7 @@
 #include "operators/basic_ops.h"
 #include "operators/operator.h"
 
-struct sl_interval_join {
-    sl_keyed_t *left, *right;
-    int64_t lower, upper;
-    bool lower_excl, upper_excl;
-    char *late_tag[2];
-    bool bad;
-};
-
-/* What every subtask shares (read-only while the job runs). */
-typedef struct ij_spec {
-    int64_t lower, upper; /* inclusive, after exclusivity */
-    char *late_tag[2];
-    sl_join_fn_t fn;
-    char name[64];
-} ij_spec_t;
+typedef sl_interval_join_spec_t ij_spec_t;
 
 /* One subtask's join (the co-process function's context). */
 typedef struct ij_inst {
@@ -271,94 +260,16 @@ static int ij_timer(void *ctx, sl_pctx_t *pc, int64_t t, sl_time_domain_t d, sl_
     return 0;
 }
 
-/* ---- builder ---- */
+/* ---- what the builder (api/join_api.c) uses ---- */
 
-static void ij_builder_free(void *p) {
-    sl_interval_join_t *j = p;
-    sl_free(j->late_tag[0]);
-    sl_free(j->late_tag[1]);
-    sl_free(j);
-}
-
-static void ij_spec_free(void *p) {
+void sl_interval_join_spec_free(void *p) {
     ij_spec_t *s = p;
     sl_free(s->late_tag[0]);
     sl_free(s->late_tag[1]);
     sl_free(s);
 }
 
-sl_interval_join_t *sl_interval_join(sl_keyed_t *left, sl_keyed_t *right, int64_t lower_ms, int64_t upper_ms) {
-    sl_env_t *env = sl_join_env(left) ? sl_join_env(left) : sl_join_env(right);
-    if (!env) return NULL;
-    sl_interval_join_t *j = sl_calloc(1, sizeof *j);
-    sl_env_own(env, j, ij_builder_free);
-    j->left = left;
-    j->right = right;
-    j->lower = lower_ms;
-    j->upper = upper_ms;
-    j->bad = !sl_join_check_keys(left, right, "interval join");
-    return j;
-}
-
-sl_interval_join_t *sl_interval_join_lower_exclusive(sl_interval_join_t *j) {
-    if (j) j->lower_excl = true;
-    return j;
-}
-
-sl_interval_join_t *sl_interval_join_upper_exclusive(sl_interval_join_t *j) {
-    if (j) j->upper_excl = true;
-    return j;
-}
-
-sl_interval_join_t *sl_interval_join_late_outputs(sl_interval_join_t *j, const char *left_tag,
-                                                  const char *right_tag) {
-    if (!j || j->bad) return j;
-    const char *tags[2] = {left_tag, right_tag};
-    sl_keyed_t *ins[2] = {j->left, j->right};
-    for (int i = 0; i < 2; i++) {
-        if (!tags[i]) continue;
-        if (!*tags[i] || sl_env_tag(ins[i]->s->env, tags[i], ins[i]->s->schema) < 0) {
-            if (!*tags[i]) sl_env_errorf(ins[i]->s->env, "interval join: an empty late-output tag name");
-            j->bad = true;
-            return j;
-        }
-        sl_free(j->late_tag[i]);
-        j->late_tag[i] = sl_strdup(tags[i]);
-    }
-    return j;
-}
-
-sl_stream_t *sl_interval_join_process(sl_interval_join_t *j, sl_join_fn_t fn, sl_schema_t *out_schema) {
-    if (!j || j->bad) {
-        sl_schema_unref(out_schema);
-        return NULL;
-    }
-    sl_env_t *env = j->left->s->env;
-    int64_t lower = j->lower, upper = j->upper;
-    if (j->lower_excl) lower = sat_add(lower, 1);
-    if (j->upper_excl) upper = sat_add(upper, -1);
-    const char *problem = !fn.join ? "no join function given" : !out_schema ? "no output schema given" : NULL;
-    if (problem) {
-        sl_env_errorf(env, "interval join: %s", problem);
-        sl_schema_unref(out_schema);
-        return NULL;
-    }
-    if (lower > upper) {
-        sl_env_errorf(env,
-                      "interval join: the lower bound %lld%s is above the upper bound %lld%s: no row could ever "
-                      "join",
-                      (long long)j->lower, j->lower_excl ? " (exclusive)" : "", (long long)j->upper,
-                      j->upper_excl ? " (exclusive)" : "");
-        sl_schema_unref(out_schema);
-        return NULL;
-    }
-    ij_spec_t *s = sl_calloc(1, sizeof *s);
-    s->lower = lower;
-    s->upper = upper;
-    s->fn = fn;
-    for (int i = 0; i < 2; i++) s->late_tag[i] = j->late_tag[i] ? sl_strdup(j->late_tag[i]) : NULL;
-    snprintf(s->name, sizeof s->name, "IntervalJoin[%lld, %lld]", (long long)lower, (long long)upper);
-    sl_env_own(env, s, ij_spec_free);
+sl_co_process_fn_t sl_interval_join_fn(sl_interval_join_spec_t *s) {
     sl_co_process_fn_t co = {.open = ij_open,
                              .process1 = ij_left,
                              .process2 = ij_right,
@@ -367,6 +278,5 @@ sl_stream_t *sl_interval_join_process(sl_interval_join_t *j, sl_join_fn_t fn, sl
     co.opts.ctx = s;
     co.opts.ctx_clone = ij_clone;
     co.opts.ctx_free = ij_free;
-    sl_stream_t *r = sl_co_process(sl_connect_keyed(j->left, j->right), co, out_schema);
-    return r ? sl_name(r, s->name) : NULL;
+    return co;
 }

@@ -1,5 +1,6 @@
 /*
- * join_int.h — what the three joins of include/sluice/join.h share.
+ * join_int.h — what the three joins of include/sluice/join.h share, and
+ * what their builders (api/join_api.c) hand them.
  *
  * The joins are built on the engine's own two-input keyed operator (the
  * keyed co-process operator of src/operators/process_op.c) and on the
@@ -15,17 +16,49 @@
 
 #include <stdatomic.h>
 
-#include "graph/stream_graph.h"
+#include "operators/operator.h"
 #include "sluice/join.h"
+#include "windowing/window.h"
 
-/* Checks, on the user's thread while the job is built, that left and right
- * are keyed streams of one environment whose keys can match: two field
- * keys must have the same type.  Records an error naming `what` on the
- * environment and returns false otherwise. */
-bool sl_join_check_keys(sl_keyed_t *left, sl_keyed_t *right, const char *what);
+/* ---- what the builders (api/join_api.c) hand the running joins ---- */
 
-/* The environment of a keyed stream (NULL for NULL). */
-static inline sl_env_t *sl_join_env(sl_keyed_t *k) { return k && k->s ? k->s->env : NULL; }
+/* Interval join (interval_join.c): what every subtask shares (read-only
+ * while the job runs). */
+typedef struct sl_interval_join_spec {
+    int64_t lower, upper; /* inclusive, after exclusivity */
+    char *late_tag[2];
+    sl_join_fn_t fn;
+    char name[64];
+} sl_interval_join_spec_t;
+void sl_interval_join_spec_free(void *spec);
+/* The keyed co-process function of the join over s (its shared context). */
+sl_co_process_fn_t sl_interval_join_fn(sl_interval_join_spec_t *s);
+
+/* Regular join (regular_join.c). */
+typedef struct sl_regular_join_spec {
+    bool has_ttl;
+    sl_state_ttl_t ttl;
+    sl_join_fn_t fn;
+} sl_regular_join_spec_t;
+sl_co_process_fn_t sl_regular_join_fn(sl_regular_join_spec_t *s);
+
+/* Window join and co-group (window_join.c): the tagging map of one side
+ * (its context: sl_window_join_tag_t) and the process-window function over
+ * the tagged union (its context: sl_window_join_spec_t). */
+typedef struct sl_window_join_tag {
+    int side;
+    sl_key_selector_t key;
+} sl_window_join_tag_t;
+typedef struct sl_window_join_spec {
+    bool cogroup;
+    sl_window_join_fn join;
+    sl_cogroup_fn cogroup_fn;
+    void *ctx;
+    const sl_schema_t *schema[2]; /* of the left and right rows (held by their streams' nodes) */
+} sl_window_join_spec_t;
+int sl_window_join_tag_row(void *ctx, const sl_record_t *in, sl_row_writer_t *out);
+int sl_window_join_window_fn(void *ctx, const uint8_t *key, uint32_t keylen, const sl_window_t *win,
+                             const sl_window_elements_t *elems, sl_collector_t *out);
 
 /* For tests: the number of keyed-state entries (key, bucket) the interval
  * and regular joins' subtasks still held when they closed, summed over

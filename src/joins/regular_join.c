@@ -12,6 +12,9 @@
  * ttl_ms (processing time) after it was written and joins nothing after
  * that (the existing state TTL: never returned once expired, cleaned up
  * incrementally and left out of checkpoints).
+ *
+ * This file is the running join (a keyed co-process function); its builder
+ * (sl_regular_join ...) is api/join_api.c.
  */
 #include <string.h>
 
@@ -20,18 +23,7 @@
 #include "operators/basic_ops.h"
 #include "operators/operator.h"
 
-struct sl_regular_join {
-    sl_keyed_t *left, *right;
-    bool has_ttl;
-    sl_state_ttl_t ttl;
-    bool bad;
-};
-
-typedef struct rj_spec {
-    bool has_ttl;
-    sl_state_ttl_t ttl;
-    sl_join_fn_t fn;
-} rj_spec_t;
+typedef sl_regular_join_spec_t rj_spec_t;
 
 typedef struct rj_inst {
     const rj_spec_t *spec;
@@ -116,53 +108,12 @@ static int rj_right(void *ctx, sl_pctx_t *pc, const sl_record_t *in, sl_collecto
     return rj_process(ctx, 1, pc, in, out);
 }
 
-/* ---- builder ---- */
+/* ---- what the builder (api/join_api.c) uses ---- */
 
-static void free_plain(void *p) { sl_free(p); }
-
-sl_regular_join_t *sl_regular_join(sl_keyed_t *left, sl_keyed_t *right) {
-    sl_env_t *env = sl_join_env(left) ? sl_join_env(left) : sl_join_env(right);
-    if (!env) return NULL;
-    sl_regular_join_t *j = sl_calloc(1, sizeof *j);
-    sl_env_own(env, j, free_plain);
-    j->left = left;
-    j->right = right;
-    j->bad = !sl_join_check_keys(left, right, "regular join");
-    return j;
-}
-
-sl_regular_join_t *sl_regular_join_ttl(sl_regular_join_t *j, sl_state_ttl_t ttl) {
-    if (!j || j->bad) return j;
-    if (ttl.ttl_ms <= 0) {
-        sl_env_errorf(j->left->s->env, "regular join: the state TTL must be > 0 ms (got %lld)", (long long)ttl.ttl_ms);
-        j->bad = true;
-        return j;
-    }
-    j->has_ttl = true;
-    j->ttl = ttl;
-    return j;
-}
-
-sl_stream_t *sl_regular_join_process(sl_regular_join_t *j, sl_join_fn_t fn, sl_schema_t *out_schema) {
-    if (!j || j->bad) {
-        sl_schema_unref(out_schema);
-        return NULL;
-    }
-    sl_env_t *env = j->left->s->env;
-    if (!fn.join || !out_schema) {
-        sl_env_errorf(env, "regular join: %s", !fn.join ? "no join function given" : "no output schema given");
-        sl_schema_unref(out_schema);
-        return NULL;
-    }
-    rj_spec_t *s = sl_calloc(1, sizeof *s);
-    s->has_ttl = j->has_ttl;
-    s->ttl = j->ttl;
-    s->fn = fn;
-    sl_env_own(env, s, free_plain);
+sl_co_process_fn_t sl_regular_join_fn(sl_regular_join_spec_t *s) {
     sl_co_process_fn_t co = {.open = rj_open, .process1 = rj_left, .process2 = rj_right, .close = rj_close};
     co.opts.ctx = s;
     co.opts.ctx_clone = rj_clone;
     co.opts.ctx_free = rj_free;
-    sl_stream_t *r = sl_co_process(sl_connect_keyed(j->left, j->right), co, out_schema);
-    return r ? sl_name(r, "RegularJoin") : NULL;
+    return co;
 }

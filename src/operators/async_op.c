@@ -23,15 +23,14 @@
  * sl_async_complete / sl_async_fail) and the operator's (dropped when
  * emitted, timed out, or the operator is destroyed); the hub lives while
  * the operator or any handle does.
+ *
+ * The builder (sl_async_wait) is in api/async_api.c.
  */
 #include <pthread.h>
 #include <string.h>
 
-#include "api/env_int.h"
 #include "common/common.h"
-#include "graph/stream_graph.h"
 #include "operators/basic_ops.h"
-#include "taskmanager/task.h"
 #include "sluice/async.h"
 
 #define INFLIGHT_LIST "sluice.async.in-flight"
@@ -41,7 +40,7 @@ enum { H_PENDING = 0, H_DONE, H_FAILED, H_ABANDONED };
 typedef struct hub {
     pthread_mutex_t mu;
     int refs;                /* the operator + every live handle */
-    sl_task_t *task;         /* NULL once the operator is gone */
+    const sl_op_context_t *ctx; /* the task's, for mail; NULL once the operator is gone */
     sl_operator_t *op;
     bool mail_posted;
     sl_schema_t *schema;     /* output schema (a reference: handles may outlive the job) */
@@ -130,9 +129,9 @@ static void handle_finish(sl_async_result_t *h, int state, const char *msg) {
     if (h->state == H_PENDING) {
         h->state = state;
         if (msg) h->err = sl_strdup(msg);
-        if (hub->task && !hub->mail_posted) {
+        if (hub->ctx && !hub->mail_posted) {
             hub->mail_posted = true;
-            sl_task_post(hub->task, completion_mail, hub->op);
+            hub->ctx->post(hub->ctx->owner, completion_mail, hub->op);
         }
     }
     bool free_hub = handle_release_locked(h);
@@ -340,7 +339,7 @@ static int wait_until(async_op_t *op, int limit) {
         int rc = progress(op);
         if (rc < 0) return rc;
         if (op->inflight <= limit) return 0;
-        if (!op->base.task) return sl_op_fail(&op->base, SL_EINVAL, "async operator needs a task to wait");
+        if (!op->base.ctx) return sl_op_fail(&op->base, SL_EINVAL, "async operator needs a task to wait");
         int64_t wait_ms = 10; /* at most until the next deadline */
         int64_t now = sl_op_now(&op->base);
         for (int i = 0; i < op->qn; i++) {
@@ -348,7 +347,7 @@ static int wait_until(async_op_t *op, int limit) {
             if (!e->is_wm && !e->done && e->deadline - now < wait_ms) wait_ms = e->deadline - now;
         }
         if (wait_ms < 0) wait_ms = 0;
-        if (sl_task_yield(op->base.task, sl_mono_ns() + wait_ms * 1000000LL + 100000))
+        if (sl_op_yield(&op->base, sl_mono_ns() + wait_ms * 1000000LL + 100000))
             return SL_ECANCELED;
     }
 }
@@ -478,7 +477,7 @@ static void a_destroy(sl_operator_t *o) {
     a_close(o);
     hub_t *hub = op->hub;
     pthread_mutex_lock(&hub->mu);
-    hub->task = NULL; /* completions from now on post nothing */
+    hub->ctx = NULL; /* completions from now on post nothing */
     pthread_mutex_unlock(&hub->mu);
     while (op->qn) {
         entry_t *e = at(op, 0);
@@ -519,7 +518,7 @@ sl_operator_t *sl_async_op_create(const void *spec, const sl_op_init_t *init) {
     op->hub = sl_calloc(1, sizeof *op->hub);
     pthread_mutex_init(&op->hub->mu, NULL);
     op->hub->refs = 1;
-    op->hub->task = init->task;
+    op->hub->ctx = init->ctx;
     op->hub->op = &op->base;
     op->hub->schema = sl_schema_ref((sl_schema_t *)init->out_schema);
     return &op->base;
@@ -537,28 +536,3 @@ void *sl_async_spec_new(sl_async_fn_t fn, int capacity, int64_t timeout_ms, int 
 }
 
 void sl_async_spec_free(void *spec) { sl_free(spec); }
-
-sl_stream_t *sl_async_wait(sl_stream_t *s, sl_async_fn_t fn, int capacity, int64_t timeout_ms, sl_async_mode_t mode,
-                           sl_schema_t *out_schema) {
-    if (!s) {
-        sl_schema_unref(out_schema);
-        return NULL;
-    }
-    const char *why = !fn.invoke                                                 ? "no invoke function given"
-                      : capacity <= 0                                            ? "capacity must be > 0"
-                      : timeout_ms <= 0                                          ? "timeout_ms must be > 0"
-                      : (mode != SL_ASYNC_ORDERED && mode != SL_ASYNC_UNORDERED) ? "unknown mode"
-                      : !out_schema                                              ? "no output schema given"
-                                                                                 : NULL;
-    if (why) {
-        sl_env_errorf(s->env, "async_wait: %s (capacity %d, timeout %lld ms)", why, capacity, (long long)timeout_ms);
-        sl_schema_unref(out_schema);
-        return NULL;
-    }
-    void *spec = sl_async_spec_new(fn, capacity, timeout_ms, mode);
-    sl_stream_t *r = sl_graph_add_operator(s, NULL, false, mode == SL_ASYNC_ORDERED ? "AsyncWait(ordered)"
-                                                                                    : "AsyncWait(unordered)",
-                                           sl_async_op_create, spec, sl_async_spec_free, out_schema);
-    sl_schema_unref(out_schema);
-    return r;
-}

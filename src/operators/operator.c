@@ -8,7 +8,6 @@
 #include <stdio.h>
 
 #include "common/common.h"
-#include "taskmanager/task.h"
 #include "state/ttl.h"
 
 static int64_t test_now;
@@ -17,13 +16,9 @@ static _Thread_local char test_err[1024];
 void sl_op_test_set_now(int64_t now) { test_now = now; }
 const char *sl_op_test_last_error(void) { return test_err; }
 
-/* The keyed backend's TTL clock in a job: the job's processing time.  The
- * task (not the operator) is the context: it outlives the backend's views. */
-static int64_t task_clock(void *task) { return sl_task_now(task); }
-
 void sl_op_base_init(sl_operator_t *op, const sl_operator_vt_t *vt, const sl_op_init_t *init) {
     op->vt = vt;
-    op->task = init->task;
+    op->ctx = init->ctx;
     op->tags = init->tags;
     op->name = init->name ? init->name : vt->kind;
     op->uid = init->uid;
@@ -50,7 +45,9 @@ void sl_op_base_init(sl_operator_t *op, const sl_operator_vt_t *vt, const sl_op_
         if (!op->kb) /* reported by the creator (backend_err); never leave a keyed operator without one */
             op->kb = sl_heap_backend_new(init->max_parallelism, op->kg_range);
         op->timers = sl_timer_service_new(init->max_parallelism, op->kg_range);
-        if (init->task) sl_kb_set_clock(op->kb, task_clock, init->task);
+        /* the TTL clock: the job's processing time (its clock context
+         * outlives the backend's views) */
+        if (init->ctx) sl_kb_set_clock(op->kb, init->ctx->clock, init->ctx->clock_ctx);
     }
 }
 
@@ -85,8 +82,8 @@ int sl_op_fail(sl_operator_t *op, int rc, const char *fmt, ...) {
     va_start(ap, fmt);
     if (n > 0 && (size_t)n < sizeof msg) vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
     va_end(ap);
-    if (op->task)
-        sl_task_fail(op->task, rc, msg);
+    if (op->ctx)
+        op->ctx->fail(op->ctx->owner, rc, msg);
     else
         snprintf(test_err, sizeof test_err, "%s", msg);
     return rc;
@@ -141,10 +138,14 @@ int sl_op_end_input(sl_operator_t *op, int input) {
     return op->vt->end_input ? op->vt->end_input(op, input) : 0;
 }
 
-int64_t sl_op_now(sl_operator_t *op) { return op->task ? sl_task_now(op->task) : test_now; }
+int64_t sl_op_now(sl_operator_t *op) { return op->ctx ? op->ctx->clock(op->ctx->clock_ctx) : test_now; }
 
 void sl_op_schedule_processing(sl_operator_t *op, int64_t ts) {
-    if (op->task) sl_task_schedule_processing(op->task, op, ts);
+    if (op->ctx) op->ctx->schedule_processing(op->ctx->owner, op, ts);
+}
+
+bool sl_op_yield(sl_operator_t *op, int64_t deadline_ns) {
+    return op->ctx ? op->ctx->yield(op->ctx->owner, deadline_ns) : true;
 }
 
 int sl_key_extract(const sl_key_selector_t *ks, const sl_row_t *row, uint8_t *buf, const uint8_t **key,
@@ -391,12 +392,12 @@ sl_state_t *sl_state_aggregating_ttl(sl_rt_t *rt, const char *name, uint32_t acc
  * otherwise uses the same-named state of this task's instance of the same
  * operator: the state stays per subtask, as the user meant. */
 
-static _Thread_local const void *thread_task;
+static _Thread_local const sl_op_context_t *thread_ctx;
 static _Thread_local sl_operator_t *const *thread_ops;
 static _Thread_local int thread_nops;
 
-void sl_op_bind_thread(const void *task, sl_operator_t *const *ops, int nops) {
-    thread_task = task;
+void sl_op_bind_thread(const sl_op_context_t *ctx, sl_operator_t *const *ops, int nops) {
+    thread_ctx = ctx;
     thread_ops = ops;
     thread_nops = nops;
 }
@@ -411,7 +412,7 @@ sl_operator_t *sl_op_thread_instance_slow(sl_operator_t *owner) {
     return owner; /* not an operator of this thread's task (a unit test or a helper thread): use it as it is */
 }
 
-bool sl_op_thread_is(const sl_operator_t *op) { return op->task == thread_task || !thread_task; }
+bool sl_op_thread_is(const sl_operator_t *op) { return op->ctx == thread_ctx || !thread_ctx; }
 
 static sl_state_t *resolve_slow(sl_state_t *st) {
     sl_operator_t *op = sl_op_thread_instance_slow(st->op);

@@ -2,7 +2,8 @@
  * operator.h — the stream operator interface and what every operator shares.
  *
  * An operator instance belongs to one subtask and runs only on that task's
- * thread (the task's mailbox loop; see taskmanager/task.h).  Operators in one
+ * thread (the task's mailbox loop), and reaches the task only through its
+ * context (operators/operator_context.h).  Operators in one
  * chain call each other directly through sl_op_output_t: no serialization,
  * no queue.  The last operator of a chain emits into a record writer that
  * serializes into network buffers (taskmanager/record_writer.h).
@@ -23,6 +24,7 @@
 #include <stdint.h>
 
 #include "common/common.h"
+#include "operators/operator_context.h"
 #include "sluice/operator_state.h"
 #include "sluice/sluice.h"
 #include "state/key_group.h"
@@ -31,7 +33,6 @@
 
 typedef struct sl_operator sl_operator_t;
 typedef struct sl_op_output sl_op_output_t;
-typedef struct sl_task sl_task_t;
 
 /* Tag 0 is the main output; side-output tags are numbered from 1 by the
  * environment (sl_tag_table_t). */
@@ -91,7 +92,7 @@ typedef struct sl_op_init {
     const sl_tag_table_t *tags;
     const char *name;
     const char *uid;
-    sl_task_t *task;
+    const sl_op_context_t *ctx;         /* the task's (NULL in unit tests) */
     int64_t wm_interval_ms;             /* pipeline.auto-watermark-interval */
     /* Makes a keyed operator's backend (NULL: the heap backend).  On
      * failure it returns NULL with a message in err (backend_err): the
@@ -149,7 +150,7 @@ typedef struct sl_operator_vt {
 struct sl_operator {
     const sl_operator_vt_t *vt;
     sl_op_output_t *out;
-    sl_task_t *task;
+    const sl_op_context_t *ctx; /* the task's seam (operator_context.h); NULL in unit tests */
     const sl_tag_table_t *tags;
     const char *name;
     const char *uid;
@@ -244,6 +245,9 @@ void sl_op_emit_watermark(sl_operator_t *op, int64_t wm);
 /* Processing time (the job's clock) and wake-ups. */
 int64_t sl_op_now(sl_operator_t *op);
 void sl_op_schedule_processing(sl_operator_t *op, int64_t ts);
+/* Task thread: waits for mail or deadline_ns (sl_op_context_t.yield); true
+ * when the task is cancelled or failed.  Without a task: true at once. */
+bool sl_op_yield(sl_operator_t *op, int64_t deadline_ns);
 
 /* Unit tests drive operators without a task: processing time then comes
  * from this clock, and failures are kept for sl_op_test_last_error(). */
@@ -302,11 +306,12 @@ struct sl_state {
     const sl_schema_t *schema; /* typed state: its rows' schema (the operator's); NULL: bytes */
 };
 
-/* Binds the calling thread to a task and its chain (sl_task_main, before
- * anything runs): keyed-state handles that another subtask's instance
- * stored in a shared user context are then resolved to this task's
- * same-named state (operator.c).  NULL unbinds. */
-void sl_op_bind_thread(const void *task, sl_operator_t *const *ops, int nops);
+/* Binds the calling thread to a task (by the context it gave its
+ * operators) and its chain (sl_task_main, before anything runs): keyed-state
+ * handles that another subtask's instance stored in a shared user context
+ * are then resolved to this task's same-named state (operator.c).  NULL
+ * unbinds. */
+void sl_op_bind_thread(const sl_op_context_t *ctx, sl_operator_t *const *ops, int nops);
 /* The instance of `op` (same place in the chain, kind and name) that runs
  * on this thread: op itself when it belongs to this thread's task or no
  * task is bound.  How state handles that user code kept in a shared

@@ -18,13 +18,12 @@
  * Lists restored but not declared again are carried into later checkpoints
  * (a union list only by subtask 0, so that the next restore sees it once).
  *
- * Everything runs on the operator's task thread.
+ * Everything runs on the operator's task thread.  The builder that gives
+ * an operator its callbacks (sl_checkpointed) is api/operator_state_api.c.
  */
 #include <string.h>
 
 #include "common/common.h"
-#include "graph/stream_graph.h"
-#include "api/env_int.h"
 #include "operators/basic_ops.h"
 
 #define OPSTATE_VERSION 1
@@ -432,41 +431,4 @@ void sl_opstate_free(sl_operator_t *op) {
     sl_free(s->lists);
     sl_free(s);
     op->opstate = NULL;
-}
-
-/* ---- builder ---- */
-
-sl_stream_t *sl_checkpointed(sl_stream_t *st, sl_checkpointed_fn_t cf) {
-    if (!st) return NULL;
-    sl_env_t *env = st->env;
-    if (st->node < 0) {
-        sl_env_errorf(env, "checkpointed: a union of streams has no operator to give operator state to");
-        return NULL;
-    }
-    sl_node_t *n = env->nodes[st->node];
-    const char *name = n->name ? n->name : "?";
-    sl_checkpointed_fn_t *dst = NULL;
-    if (n->create == sl_basic_op_create)
-        dst = &((sl_basic_spec_t *)n->spec)->cp;
-    else if (n->create == sl_process_op_create)
-        dst = &((sl_process_spec_t *)n->spec)->cp;
-    else if (n->create == sl_async_op_create)
-        dst = sl_async_spec_cp(n->spec);
-    if (!dst) {
-        sl_env_errorf(env,
-                      "checkpointed: operator '%s' is not a map, filter, flat_map, process, co-process or async "
-                      "operator (sources and sinks keep operator state through their connector's snapshot/restore)",
-                      name);
-        return NULL;
-    }
-    if (!cf.initialize_state && !cf.snapshot_state) {
-        sl_env_errorf(env, "checkpointed: operator '%s': neither initialize_state nor snapshot_state given", name);
-        return NULL;
-    }
-    if (dst->initialize_state || dst->snapshot_state) {
-        sl_env_errorf(env, "checkpointed: operator '%s' already has operator-state callbacks", name);
-        return NULL;
-    }
-    *dst = cf;
-    return st;
 }

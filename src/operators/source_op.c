@@ -15,7 +15,6 @@
 #include "operators/source_op.h"
 
 #include "common/common.h"
-#include "taskmanager/task.h"
 
 sl_watermark_strategy_t sl_wm_none(void) {
     sl_watermark_strategy_t w;

@@ -7,7 +7,6 @@
 #ifndef SL_SOURCE_OP_H
 #define SL_SOURCE_OP_H
 
-#include "graph/stream_graph.h"
 #include "operators/operator.h"
 
 void *sl_source_spec_new(const sl_source_t *src, sl_watermark_strategy_t ws);

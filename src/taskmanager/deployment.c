@@ -903,6 +903,7 @@ static int build_task(sl_deployment_t *dep, int v, int s, char *err, size_t errl
     dep->local[dep->nlocal++] = t;
     t->clock = dep->code->clock;
     t->clock_ctx = dep->code->clock_ctx;
+    sl_task_init_context(t);
     sl_waker_init(&t->waker);
     sl_mailbox_init(&t->mailbox, &t->waker);
     atomic_init(&t->cancel, false);
@@ -932,7 +933,7 @@ static int build_task(sl_deployment_t *dep, int v, int s, char *err, size_t errl
         init.tags = dep->code->tags;
         init.name = n->name;
         init.uid = n->has_user_uid ? n->uid : NULL;
-        init.task = t;
+        init.ctx = &t->opctx;
         init.wm_interval_ms = plan->cfg.wm_interval_ms;
         char berr[512] = "";
         init.make_backend = make_backend;

@@ -25,11 +25,6 @@
 
 int64_t sl_task_now(sl_task_t *t) { return t->clock(t->clock_ctx); }
 
-void sl_task_schedule_processing(sl_task_t *t, sl_operator_t *op, int64_t ts) {
-    int i = op->chain_index;
-    if (ts < t->wake[i]) t->wake[i] = ts;
-}
-
 void sl_task_fail(sl_task_t *t, int rc, const char *msg) {
     if (t->failed) return;
     t->failed = true;
@@ -37,7 +32,39 @@ void sl_task_fail(sl_task_t *t, int rc, const char *msg) {
     snprintf(t->err, sizeof t->err, "%s: %s", t->name, msg);
 }
 
-const char *sl_task_name(const sl_task_t *t) { return t->name; }
+/* ---- the operator context (operators/operator_context.h) ---- */
+
+static void ctx_schedule(void *owner, sl_operator_t *op, int64_t ts) {
+    sl_task_t *t = owner;
+    int i = op->chain_index;
+    if (ts < t->wake[i]) t->wake[i] = ts;
+}
+static void ctx_fail(void *owner, int rc, const char *msg) { sl_task_fail(owner, rc, msg); }
+static void ctx_post(void *owner, sl_op_mail_fn fn, void *arg) {
+    sl_task_t *t = owner;
+    sl_mailbox_post(&t->mailbox, fn, arg);
+}
+/* Not the mail of a source task: a checkpoint trigger would snapshot the
+ * source in the middle of a record. */
+static bool ctx_yield(void *owner, int64_t deadline_ns) {
+    sl_task_t *t = owner;
+    if (atomic_load(&t->cancel) || t->failed) return true;
+    if (!t->is_source) sl_mailbox_drain(&t->mailbox, t);
+    if (atomic_load(&t->cancel) || t->failed) return true;
+    sl_waker_wait(&t->waker, deadline_ns);
+    return atomic_load(&t->cancel) || t->failed;
+}
+
+void sl_task_init_context(sl_task_t *t) {
+    t->opctx = (sl_op_context_t){.clock = t->clock,
+                                 .clock_ctx = t->clock_ctx,
+                                 .name = t->name,
+                                 .owner = t,
+                                 .schedule_processing = ctx_schedule,
+                                 .fail = ctx_fail,
+                                 .post = ctx_post,
+                                 .yield = ctx_yield};
+}
 
 static void cancel_mail(void *owner, void *arg) {
     sl_task_t *t = owner;
@@ -807,7 +834,7 @@ void *sl_task_main(void *arg) {
     sl_task_t *t = arg;
     t->start_ns = sl_mono_ns();
     PUB(t->pub.start_ns, t->start_ns);
-    sl_op_bind_thread(t, t->ops, t->nops);
+    sl_op_bind_thread(&t->opctx, t->ops, t->nops);
     for (int i = t->nops - 1; i >= 0 && !t->failed; i--) {
         sl_operator_t *op = t->ops[i];
         if (op->vt->open) {
@@ -841,16 +868,4 @@ void *sl_task_main(void *arg) {
         sl_deployment_task_done(t->dep, t);
     }
     return NULL;
-}
-
-/* ---- waiting operators (async I/O) ---- */
-
-void sl_task_post(sl_task_t *t, sl_mail_fn fn, void *arg) { sl_mailbox_post(&t->mailbox, fn, arg); }
-
-bool sl_task_yield(sl_task_t *t, int64_t deadline_ns) {
-    if (atomic_load(&t->cancel) || t->failed) return true;
-    if (!t->is_source) sl_mailbox_drain(&t->mailbox, t);
-    if (atomic_load(&t->cancel) || t->failed) return true;
-    sl_waker_wait(&t->waker, deadline_ns);
-    return atomic_load(&t->cancel) || t->failed;
 }

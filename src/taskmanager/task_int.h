@@ -141,6 +141,7 @@ struct sl_task {
       int64_t bytes_in;            /* numBytesIn: the bytes of the buffers it read */
     int64_t start_ns;            /* when the task thread started (sl_mono_ns) */
     sl_task_pub_t pub;           /* published copies (see sl_task_pub_t) */
+    sl_op_context_t opctx;       /* what the task's operators see of it (sl_task_init_context) */
 };
 
 /* Task thread: publishes the task's counters, times and watermarks to
@@ -155,6 +156,10 @@ void sl_task_read_times(const sl_task_t *t, int64_t *at_ns, int64_t *busy, int64
  * before the task starts / after it was joined). */
 void sl_task_pub_init(sl_task_t *t);
 void sl_task_pub_free(sl_task_t *t);
+
+/* Fills t->opctx (the operator context, operators/operator_context.h)
+ * from t->clock; before the task's operators are created. */
+void sl_task_init_context(sl_task_t *t);
 
 void *sl_task_main(void *arg);
 void sl_task_cancel(sl_task_t *t);

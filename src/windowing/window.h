@@ -1,7 +1,8 @@
 /*
  * window.h — windowing internals (Flink's windowing package): window
- * assigners, triggers, evictors, the spec of a window operator and the
- * windowed-stream handle of the public API.
+ * assigners, triggers, evictors and the spec of a window operator.  The
+ * builder of windowed streams (sl_window() ... sl_window_process(),
+ * sl_window_agg()) is api/window_api.c; it hands the operator a spec.
  *
  * Modules:
  *   assigner.c          which windows an element belongs to
@@ -13,7 +14,7 @@
  *                       the merge to state, timers and trigger)
  *   window_operator.c   the keyed operator (WindowOperator and
  *                       EvictingWindowOperator in one)
- *   window_api.c        sl_window() ... sl_window_process()
+ *   builtin_agg.c       the aggregate function of sl_window_agg (builtin_agg.h)
  *
  * Windows are half-open [start, end); a window's max timestamp is end - 1.
  * As state namespace and timer namespace a window is 16 bytes: start then
@@ -293,18 +294,5 @@ int64_t sl_window_op_late_dropped(const sl_operator_t *op);
 /* Timers pending, counted as Flink would hold them (per key and window:
  * trigger and cleanup timers), whether kept as timers or window buckets. */
 int64_t sl_window_op_pending_timers(const sl_operator_t *op);
-
-/* ---- the windowed stream handle (window_api.c) -------------------------- */
-
-struct sl_windowed {
-    sl_keyed_t *k;
-    sl_env_t *env;
-    sl_window_assigner_t *assigner; /* owned */
-    sl_trigger_t *trigger;          /* owned; NULL: the assigner's default */
-    sl_evictor_t *evictor;          /* owned; may be NULL */
-    int64_t allowed_lateness;
-    char *late_tag;                 /* owned; may be NULL */
-    bool bad;                       /* a builder error was recorded */
-};
 
 #endif
