@@ -1,9 +1,11 @@
 /* test_pipeline.c — end-to-end jobs on the embedded runtime: chaining,
  * partitioners, keyed state, timers, side outputs, union, connect,
  * failures and backpressure. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <time.h>
 
+#include "common/common.h"
 #include "connectors/connectors.h"
 #include "pipeline_util.h"
 #include "test.h"
@@ -152,6 +154,98 @@ TEST(event_time_timers) {
     CHECK_STR(sl_env_error(env), "");
     /* distinct (id % 10, (id/100)*100 + 1000) for id < 2000: 10 keys * 20 buckets */
     CHECK_EQ(c->n, 200);
+    collected_free(c);
+    sl_env_destroy(env);
+}
+
+/* processing-time timers in a running job (the operator context's timer
+ * path) and the buffer timeout: a source that is never idle (one record
+ * per poll, 1 ms apart, so only the 100 ms buffer timeout sends its partly
+ * filled buffers) feeds a keyed process function that registers a
+ * processing-time timer 5..15 ms ahead (rounded to 10 ms, so registrations
+ * of one key repeat) for every record but the last 50; the source waits
+ * 400 ms before it ends, so every timer is due before the input ends.
+ * Every registered (key, ts) fires exactly once, never before its time. */
+#define PT_N 400
+static pthread_mutex_t pt_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t pt_registered[10][4096], pt_fired[10][4096]; /* by key and (ts - base) / 10 */
+static int64_t pt_base;
+static int pt_early, pt_bad;
+
+static int pt_poll(void *reader, sl_source_output_t *out, int max, char *err, size_t el) {
+    struct timespec ts = {0, 1000000L};
+    nanosleep(&ts, NULL);
+    int rc = counter_poll(reader, out, 1, err, el);
+    if (rc == SL_SRC_END) {
+        struct timespec pause = {0, 400 * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+    return rc;
+}
+
+static sl_source_t pt_source(void) {
+    static sl_source_ops_t ops;
+    ops = counter_ops;
+    ops.poll = pt_poll;
+    sl_source_t s = counter_source(PT_N, 2);
+    s.ops = &ops;
+    return s;
+}
+
+static int pt_process(void *ctx, sl_pctx_t *pc, const sl_record_t *in, sl_collector_t *out) {
+    int64_t id = sl_row_i64(&in->row, 0);
+    if (id >= PT_N - 50) return 0;
+    int64_t t = (sl_pctx_now(pc) + 15) / 10 * 10, slot = (t - pt_base) / 10;
+    pthread_mutex_lock(&pt_mu);
+    if (slot >= 0 && slot < 4096) pt_registered[id % 10][slot] = 1;
+    else pt_bad++;
+    pthread_mutex_unlock(&pt_mu);
+    sl_timer_processing(pc, t);
+    return 0;
+}
+
+static int pt_fire(void *ctx, sl_pctx_t *pc, int64_t ts, sl_time_domain_t d, sl_collector_t *out) {
+    uint32_t kl;
+    const uint8_t *k = sl_pctx_key(pc, &kl);
+    int64_t key;
+    memcpy(&key, k, 8);
+    int64_t slot = (ts - pt_base) / 10;
+    pthread_mutex_lock(&pt_mu);
+    if (d != SL_TIME_PROCESSING || key < 0 || key >= 10 || slot < 0 || slot >= 4096) pt_bad++;
+    else pt_fired[key][slot]++;
+    if (sl_pctx_now(pc) < ts) pt_early++;
+    pthread_mutex_unlock(&pt_mu);
+    return 0;
+}
+
+TEST(processing_time_timers) {
+    memset(pt_registered, 0, sizeof pt_registered);
+    memset(pt_fired, 0, sizeof pt_fired);
+    pt_early = pt_bad = 0;
+    pt_base = sl_wall_ms() / 10 * 10 - 1000;
+    sl_env_t *env = sl_env_new();
+    sl_env_set_parallelism(env, 2);
+    collected_t *c = collected_new();
+    sl_stream_t *s = sl_from_source(env, pt_source(), sl_wm_none(), "numbers");
+    sl_process_fn_t fn = {.process = pt_process, .on_timer = pt_fire};
+    sl_stream_t *o = sl_keyed_process(sl_key_by_fn(s, mod10_key, NULL), fn, id_ts());
+    sl_sink_to(o, collect_sink(c), "collect");
+    CHECK_EQ(sl_env_execute(env, "processing-timers"), 0);
+    CHECK_STR(sl_env_error(env), "");
+    int registered = 0, fired = 0, missing = 0, twice = 0;
+    for (int k = 0; k < 10; k++)
+        for (int i = 0; i < 4096; i++) {
+            registered += pt_registered[k][i];
+            fired += pt_fired[k][i] > 0;
+            missing += pt_registered[k][i] && !pt_fired[k][i];
+            twice += pt_fired[k][i] > 1 || (pt_fired[k][i] && !pt_registered[k][i]);
+        }
+    fprintf(stderr, "  %d processing-time timers registered, %d fired\n", registered, fired);
+    CHECK(registered > 20);
+    CHECK_EQ(missing, 0);
+    CHECK_EQ(twice, 0);
+    CHECK_EQ(pt_early, 0);
+    CHECK_EQ(pt_bad, 0);
     collected_free(c);
     sl_env_destroy(env);
 }
@@ -386,6 +480,7 @@ int main(void) {
     RUN(map_filter_chain);
     RUN(keyed_state_counts);
     RUN(event_time_timers);
+    RUN(processing_time_timers);
     RUN(side_output_union_broadcast);
     RUN(connect_keyed);
     RUN(user_failure);

@@ -65,6 +65,11 @@ SL_API void sl_env_set_max_parallelism(sl_env_t *env, int maxp);
  * (default 4): together they bound the memory between two subtasks. */
 SL_API void sl_env_set_buffer_size(sl_env_t *env, int bytes);
 SL_API void sl_env_set_buffers_per_channel(sl_env_t *env, int n);
+/* Flink's setBufferTimeout (execution.buffer-timeout.interval, default
+ * 100 ms): the longest a record waits in a partly filled output buffer
+ * while its task stays busy (a task with nothing to do flushes at once);
+ * 0 flushes after every batch the task processed, -1 only full buffers. */
+SL_API void sl_env_set_buffer_timeout(sl_env_t *env, int64_t ms);
 /* How often sources emit generated watermarks (ms of processing time,
  * default 200, like pipeline.auto-watermark-interval).  0 emits after
  * every record. */

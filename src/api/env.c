@@ -31,6 +31,7 @@ sl_env_t *sl_env_new(void) {
     env->parallelism = 1;
     env->buffer_size = 32 * 1024;
     env->buffers_per_channel = 4;
+    env->buffer_timeout_ms = 100; /* Flink's execution.buffer-timeout.interval */
     env->wm_interval_ms = 200;
     env->chaining = true;
     env->clock = default_clock;
@@ -143,6 +144,14 @@ void sl_env_set_buffers_per_channel(sl_env_t *env, int n) {
         sl_env_errorf(env, "buffers per channel must be at least 1 (got %d)", n);
     else
         env->buffers_per_channel = n;
+}
+
+void sl_env_set_buffer_timeout(sl_env_t *env, int64_t ms) {
+    if (ms < -1)
+        sl_env_errorf(env, "execution.buffer-timeout.interval: %lld ms (0 or more, or -1 to flush only full buffers)",
+                      (long long)ms);
+    else
+        env->buffer_timeout_ms = ms;
 }
 
 void sl_env_set_auto_watermark_interval(sl_env_t *env, int64_t ms) {

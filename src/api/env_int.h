@@ -24,6 +24,7 @@ struct sl_env {
     int max_parallelism;      /* 0 = derived */
     int buffer_size;
     int buffers_per_channel;
+    int64_t buffer_timeout_ms;  /* sl_env_set_buffer_timeout; -1: only full buffers */
     int64_t wm_interval_ms;
     bool chaining;
     sl_clock_fn clock;

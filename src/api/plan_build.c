@@ -104,6 +104,7 @@ int sl_plan_build(const sl_env_t *env, const char *job_name, sl_plan_t **out, sl
     c->max_parallelism = jg.max_parallelism;
     c->buffer_size = env->buffer_size;
     c->buffers_per_channel = env->buffers_per_channel;
+    c->buffer_timeout_ms = env->buffer_timeout_ms;
     c->wm_interval_ms = env->wm_interval_ms;
     c->ckpt_enabled = env->ckpt_enabled;
     c->ckpt = env->ckpt;

@@ -1470,6 +1470,7 @@ int sl_config_apply_env(const sl_config_t *cfg, struct sl_env *env, char *err, s
     sl_env_set_auto_watermark_interval(env, cfg->auto_watermark_interval_ms);
     sl_env_set_buffer_size(env, (int)cfg->segment_size);
     sl_env_set_buffers_per_channel(env, cfg->buffers_per_channel);
+    sl_env_set_buffer_timeout(env, cfg->buffer_timeout_enabled ? cfg->buffer_timeout_ms : -1);
     if (sl_config_checkpointing_enabled(cfg)) {
         sl_env_enable_checkpointing(env, cfg->checkpoint_interval_ms,
                                     cfg->checkpoint_mode == SL_CFG_AT_LEAST_ONCE ? SL_CHECKPOINT_AT_LEAST_ONCE

@@ -86,10 +86,10 @@ static json_t *str(const char *s) { return json_string(s ? s : ""); }
 int sl_plan_encode(const sl_plan_t *p, sl_buf_t *out, char *err, size_t errlen) {
     const sl_plan_config_t *c = &p->cfg;
     json_t *cfg = json_pack(
-        "{s:i, s:i, s:i, s:I, s:b, s:I, s:i, s:I, s:I, s:i, s:i, s:b, s:I, s:s, s:i, s:i, s:i, s:s, s:I, s:I, s:I, "
-        "s:b}",
+        "{s:i, s:i, s:i, s:I, s:I, s:b, s:I, s:i, s:I, s:I, s:i, s:i, s:b, s:I, s:s, s:i, s:i, s:i, s:s, s:I, s:I, "
+        "s:I, s:b}",
         "max_parallelism", c->max_parallelism, "buffer_size", c->buffer_size, "buffers_per_channel",
-        c->buffers_per_channel, "watermark_interval_ms", (json_int_t)c->wm_interval_ms, "checkpointing",
+        c->buffers_per_channel, "buffer_timeout_ms", (json_int_t)c->buffer_timeout_ms, "watermark_interval_ms", (json_int_t)c->wm_interval_ms, "checkpointing",
         c->ckpt_enabled, "checkpoint_interval_ms", (json_int_t)c->ckpt.interval_ms, "checkpoint_mode",
         (int)c->ckpt.mode, "checkpoint_timeout_ms", (json_int_t)c->ckpt.timeout_ms, "checkpoint_min_pause_ms",
         (json_int_t)c->ckpt.min_pause_ms, "checkpoint_max_concurrent", c->ckpt.max_concurrent,
@@ -243,6 +243,7 @@ static void decode_config(dec_t *d, json_t *c, sl_plan_config_t *o) {
     o->max_parallelism = (int)get_int(d, c, w, "max_parallelism", 1, SL_CKPT_MAX_PARALLELISM);
     o->buffer_size = (int)get_int(d, c, w, "buffer_size", 64, 1 << 30);
     o->buffers_per_channel = (int)get_int(d, c, w, "buffers_per_channel", 1, 1 << 20);
+    o->buffer_timeout_ms = get_int(d, c, w, "buffer_timeout_ms", -1, INT64_MAX);
     o->wm_interval_ms = get_int(d, c, w, "watermark_interval_ms", 0, INT64_MAX);
     o->ckpt_enabled = get_bool(d, c, w, "checkpointing");
     o->ckpt.interval_ms = get_int(d, c, w, "checkpoint_interval_ms", 0, INT64_MAX);

@@ -94,6 +94,8 @@ typedef struct sl_plan_edge {
 typedef struct sl_plan_config {
     int max_parallelism;
     int buffer_size, buffers_per_channel;
+    int64_t buffer_timeout_ms; /* execution.buffer-timeout.interval: longest wait of a record in a partly
+                                * filled output buffer of a busy task; -1: only when full (or idle) */
     int64_t wm_interval_ms;
     bool ckpt_enabled;
     sl_ckpt_config_t ckpt;

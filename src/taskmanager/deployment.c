@@ -915,6 +915,7 @@ static int build_task(sl_deployment_t *dep, int v, int s, char *err, size_t errl
     const sl_plan_node_t *head = &plan->nodes[pv->nodes[0]];
     t->is_source = head->kind == SL_PLAN_SOURCE;
     t->final_mode = plan->cfg.ckpt_enabled;
+    t->buffer_timeout_ns = plan->cfg.buffer_timeout_ms < 0 ? -1 : plan->cfg.buffer_timeout_ms * 1000000;
     int rc = 0;
     for (int k = 0; k < t->nops; k++) {
         const sl_plan_node_t *n = &plan->nodes[pv->nodes[k]];

@@ -549,6 +549,16 @@ static void replay_inflight(sl_task_t *t) {
 
 static void flush_all(sl_task_t *t) {
     for (int i = 0; i < t->nwriters; i++) sl_record_writer_flush(t->writers[i]);
+    if (t->buffer_timeout_ns >= 0) t->last_flush_ns = sl_mono_ns();
+}
+
+/* A busy task (it never runs out of work, so the idle flush never comes)
+ * flushes once its last flush is older than the buffer timeout, so a
+ * record never waits longer than that in a partly filled buffer (Flink's
+ * OutputFlusher, here checked once per batch instead of by a thread). */
+static inline void flush_if_timed_out(sl_task_t *t) {
+    if (t->buffer_timeout_ns < 0 || !t->nwriters) return;
+    if (sl_mono_ns() - t->last_flush_ns >= t->buffer_timeout_ns) flush_all(t);
 }
 
 static int64_t fire_timers(sl_task_t *t) {
@@ -789,6 +799,8 @@ static void run_loop(sl_task_t *t) {
         if (!did) {
             flush_all(t);
             wait_for_work(t, next, until_ns);
+        } else {
+            flush_if_timed_out(t);
         }
     }
     (void)source_done;

@@ -127,6 +127,10 @@ struct sl_task {
      * goes on taking checkpoints; the first it took after that (final_id)
      * completing (final_done) lets it send the end and finish */
     bool final_mode;
+    /* the buffer timeout (plan cfg.buffer_timeout_ms, -1: none): a busy task
+     * flushes its partly filled output buffers when the last flush is this
+     * old (monotonic ns) */
+    int64_t buffer_timeout_ns, last_flush_ns;
     bool data_ended;
     int64_t final_id;
     bool final_done;
