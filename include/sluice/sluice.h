@@ -399,10 +399,13 @@ typedef struct sl_sink_ops {
      * checkpoint that covers it has completed. */
     int (*pre_commit)(void *writer, int64_t id, char *err, size_t errlen);
     int (*commit)(void *writer, int64_t id, char *err, size_t errlen);
-    /* Once per run, before any subtask opens: commit what was pre-committed
-     * for checkpoints up to `restored_id` (the checkpoint being restored;
-     * 0 on a fresh start) and abort everything newer or never
-     * pre-committed — lingering transactions of an earlier run. */
+    /* Before the subtasks of a run open, in every process that runs some
+     * of them (once in embedded mode; on a cluster once per TaskManager,
+     * possibly while another TaskManager's subtasks of the same run already
+     * write): commit what was pre-committed for checkpoints up to
+     * `restored_id` (the checkpoint being restored; 0 on a fresh start)
+     * and abort everything newer or never pre-committed — lingering
+     * transactions of an earlier run, never anything of this one. */
     int (*recover)(void *ctx, int64_t restored_id, char *err, size_t errlen);
     /* Optional: state of the writer in checkpoint `id` (Flink's sink
      * writer state), written through put right after pre_commit — e.g.

@@ -16,10 +16,15 @@
  *
  * Hidden names start with a dot, so readers of dir see only committed,
  * complete part files.  `attempt` is unique per run of the job, so files of
- * an earlier run are never mistaken for this run's; recover (run once
- * before a job starts) commits the earlier runs' pending files that the
- * restored checkpoint covers and deletes the rest.  Transactions without
- * records produce no file.
+ * an earlier run are never mistaken for this run's; recover (run before a
+ * job's subtasks open, by every process that runs some of them) commits
+ * the earlier runs' pending files that the restored checkpoint covers, and
+ * each writer, when it opens, deletes the rest of its subtask's hidden
+ * files (subtask 0 also those of subtasks beyond the parallelism: a
+ * restore at a lower one).  Recover deletes nothing: on a cluster the
+ * TaskManagers deploy one run at their own pace, and a late one's recover
+ * must not remove files that another one's subtasks of the same run have
+ * already written.  Transactions without records produce no file.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -119,12 +124,39 @@ static int close_txn(eo_writer_t *w, const char *final, char *err, size_t errlen
     return rc;
 }
 
+/* What earlier runs left of this subtask (and, for subtask 0, of subtasks
+ * >= parallelism): in-progress files and pending files that recover did
+ * not commit (newer than the restored checkpoint).  This run's recover has
+ * run in this process before any subtask here opens, so every pending file
+ * the restored checkpoint covers is committed by now. */
+static int drop_leftovers(const eo_ctx_t *ctx, int subtask, int parallelism, char *err, size_t errlen) {
+    DIR *d = opendir(ctx->dir);
+    if (!d) return errno == ENOENT ? 0 : sl_errf(err, errlen, SL_EIO, "exactly-once file sink: cannot list '%s': %s",
+                                                 ctx->dir, strerror(errno));
+    int rc = 0, sub;
+    struct dirent *e;
+    while ((e = readdir(d)) && !rc) {
+        if (sscanf(e->d_name, ".part-%d-", &sub) != 1 || (sub != subtask && !(subtask == 0 && sub >= parallelism)))
+            continue;
+        size_t n = strlen(ctx->dir) + strlen(e->d_name) + 2;
+        char *path = sl_malloc(n);
+        snprintf(path, n, "%s/%s", ctx->dir, e->d_name);
+        if (unlink(path) != 0 && errno != ENOENT)
+            rc = sl_errf(err, errlen, SL_EIO, "exactly-once file sink: cannot remove '%s': %s", path, strerror(errno));
+        sl_free(path);
+    }
+    closedir(d);
+    return rc;
+}
+
 static int eo_open(void *vctx, int subtask, int parallelism, const sl_schema_t *schema, void **writer, char *err,
                    size_t errlen) {
     const eo_ctx_t *ctx = vctx;
     if (mkdir(ctx->dir, 0755) != 0 && errno != EEXIST)
         return sl_errf(err, errlen, SL_EIO, "exactly-once file sink: cannot create directory '%s': %s", ctx->dir,
                        strerror(errno));
+    int rc = drop_leftovers(ctx, subtask, parallelism, err, errlen);
+    if (rc) return rc;
     eo_writer_t *w = sl_calloc(1, sizeof *w);
     w->ctx = ctx;
     w->subtask = subtask;
@@ -229,8 +261,9 @@ static void eo_destroy(void *vctx) {
 }
 
 /* Before a run: pending files of checkpoints up to `restored_id` are
- * committed (idempotently), newer pending and all in-progress files are
- * removed — whichever subtask or earlier attempt wrote them. */
+ * committed (idempotently; another process's recover may commit the same
+ * file at the same time) — whichever subtask or earlier attempt wrote them.
+ * The rest is left to the writers (drop_leftovers). */
 static int eo_recover(void *vctx, int64_t restored_id, char *err, size_t errlen) {
     const eo_ctx_t *ctx = vctx;
     DIR *d = opendir(ctx->dir);
@@ -258,12 +291,10 @@ static int eo_recover(void *vctx, int64_t restored_id, char *err, size_t errlen)
             struct stat st;
             if (stat(fpath, &st) == 0)
                 unlink(path); /* committed before the crash */
-            else if (rename(path, fpath) != 0)
+            else if (rename(path, fpath) != 0 && !(errno == ENOENT && stat(fpath, &st) == 0))
                 rc = sl_errf(err, errlen, SL_EIO, "exactly-once file sink: cannot commit '%s': %s", path,
                              strerror(errno));
             sl_free(fpath);
-        } else if (unlink(path) != 0 && errno != ENOENT) {
-            rc = sl_errf(err, errlen, SL_EIO, "exactly-once file sink: cannot remove '%s': %s", path, strerror(errno));
         }
         sl_free(path);
     }
