@@ -77,7 +77,6 @@ static int script_create(void *ctx, int subtask, int p, void **reader, int *nspl
 static int script_poll(void *reader, sl_source_output_t *out, int max, char *err, size_t el) {
     script_reader_t *r = reader;
     rcase_t *c = r->c;
-    int emitted = 0;
     if (c->restore) { /* slow enough in real time for checkpoints to happen in between */
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
@@ -88,32 +87,7 @@ static int script_poll(void *reader, sl_source_output_t *out, int max, char *err
         pthread_mutex_unlock(&c->committed->mu);
         if (!any) return SL_SRC_MORE; /* nothing read: no watermark, no clock change */
     }
-    while (r->pos < c->nact) {
-        const wr_action_t *a = &c->act[r->pos++];
-        if (a->kind == WR_POLL_END) break;
-        if (a->kind == WR_FINISH) {
-            sl_src_split_finished(out, a->split);
-            continue;
-        }
-        if (a->kind == WR_ADVANCE) { /* every open split is pausing */
-            atomic_fetch_add(&c->clock, 1);
-            continue;
-        }
-        if (emitted == max) {
-            snprintf(err, el, "the script's batch is larger than the %d records poll allows", max);
-            return SL_EINVAL;
-        }
-        const wr_event_t *e = &c->ev[a->ev];
-        atomic_fetch_add(&c->clock, 1); /* 1 virtual ms per event */
-        sl_row_writer_t *w = sl_src_row(out);
-        sl_rw_set_i64(w, 0, e->key);
-        sl_rw_set_i64(w, 1, e->amount);
-        sl_rw_set_i64(w, 2, e->ts);
-        sl_rw_set_i64(w, 3, e->id);
-        sl_src_emit(out, a->split, e->ts);
-        emitted++;
-    }
-    return r->pos == c->nact ? SL_SRC_END : SL_SRC_MORE;
+    return case_emit_poll(c, &r->pos, out, max, "", err, el);
 }
 
 /* The script's position and the virtual clock: a restored run replays the

@@ -324,6 +324,43 @@ static inline void case_free(rcase_t *c) {
     free(c->act);
 }
 
+/* ---- the scripted source's poll ---- */
+
+/* Emits the script's actions from *pos up to the end of the current poll
+ * (WR_POLL_END) into out, advancing c->clock 1 virtual ms per event and per
+ * WR_ADVANCE: SL_SRC_END when the script is done, SL_SRC_MORE, or
+ * SL_EINVAL (message in err) when a batch is larger than max. */
+static inline int case_emit_poll(rcase_t *c, int *pos, sl_source_output_t *out, int max, const char *who, char *err,
+                                 size_t el) {
+    int emitted = 0;
+    while (*pos < c->nact) {
+        const wr_action_t *a = &c->act[(*pos)++];
+        if (a->kind == WR_POLL_END) break;
+        if (a->kind == WR_FINISH) {
+            sl_src_split_finished(out, a->split);
+            continue;
+        }
+        if (a->kind == WR_ADVANCE) { /* every open split is pausing */
+            atomic_fetch_add(&c->clock, 1);
+            continue;
+        }
+        if (emitted == max) {
+            snprintf(err, el, "%sthe script's batch is larger than the %d records poll allows", who, max);
+            return SL_EINVAL;
+        }
+        const wr_event_t *e = &c->ev[a->ev];
+        atomic_fetch_add(&c->clock, 1); /* 1 virtual ms per event */
+        sl_row_writer_t *w = sl_src_row(out);
+        sl_rw_set_i64(w, 0, e->key);
+        sl_rw_set_i64(w, 1, e->amount);
+        sl_rw_set_i64(w, 2, e->ts);
+        sl_rw_set_i64(w, 3, e->id);
+        sl_src_emit(out, a->split, e->ts);
+        emitted++;
+    }
+    return *pos == c->nact ? SL_SRC_END : SL_SRC_MORE;
+}
+
 /* ---- the pipeline's schemas and aggregate ---- */
 
 static inline sl_schema_t *in_schema(void) {

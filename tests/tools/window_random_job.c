@@ -101,33 +101,7 @@ static int src_poll(void *reader, sl_source_output_t *out, int max, char *err, s
         nanosleep(&ts, NULL);
         return SL_SRC_MORE;
     }
-    int emitted = 0;
-    while (r->pos < c->nact) {
-        const wr_action_t *a = &c->act[r->pos++];
-        if (a->kind == WR_POLL_END) break;
-        if (a->kind == WR_FINISH) {
-            sl_src_split_finished(out, a->split);
-            continue;
-        }
-        if (a->kind == WR_ADVANCE) { /* every open split is pausing */
-            atomic_fetch_add(&c->clock, 1);
-            continue;
-        }
-        if (emitted == max) {
-            snprintf(err, el, "window_random_job: the script's batch is larger than the %d records poll allows", max);
-            return SL_EINVAL;
-        }
-        const wr_event_t *e = &c->ev[a->ev];
-        atomic_fetch_add(&c->clock, 1); /* 1 virtual ms per event */
-        sl_row_writer_t *w = sl_src_row(out);
-        sl_rw_set_i64(w, 0, e->key);
-        sl_rw_set_i64(w, 1, e->amount);
-        sl_rw_set_i64(w, 2, e->ts);
-        sl_rw_set_i64(w, 3, e->id);
-        sl_src_emit(out, a->split, e->ts);
-        emitted++;
-    }
-    return r->pos == c->nact ? SL_SRC_END : SL_SRC_MORE;
+    return case_emit_poll(c, &r->pos, out, max, "window_random_job: ", err, el);
 }
 
 /* the script's position and the virtual clock */
