@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libxxhash-dev libjansson-dev libyaml-dev python3
       librocksdb-dev librdkafka-dev libpq-dev postgresql maven default-jdk-headless
-      libuv1-dev libssl-dev libprotobuf-c-dev protobuf-c-compiler
+      libuv1-dev libssl-dev openssl libprotobuf-c-dev protobuf-c-compiler
       libmicrohttpd-dev libcurl4-openssl-dev curl chromium prometheus
       libzookeeper-mt-dev)
 missing=()

@@ -93,4 +93,34 @@ static inline const char *sl_test_tmpdir(void) {
     return dir;
 }
 
+/* stderr into a file while a bad peer is served, so that its log line can
+ * be checked: sl_test_capture_stderr(), then sl_test_captured() restores
+ * stderr, echoes what was logged and returns it (a static buffer). */
+static int sl_test_saved_stderr = -1;
+static inline const char *sl_test_log_path(void) {
+    static char path[700];
+    if (!path[0]) snprintf(path, sizeof path, "%s/captured-stderr.txt", sl_test_tmpdir());
+    return path;
+}
+static inline void sl_test_capture_stderr(void) {
+    fflush(stderr);
+    sl_test_saved_stderr = dup(2);
+    FILE *f = fopen(sl_test_log_path(), "w");
+    if (!f) abort();
+    dup2(fileno(f), 2);
+    fclose(f);
+}
+static inline const char *sl_test_captured(void) {
+    static char text[16384];
+    fflush(stderr);
+    dup2(sl_test_saved_stderr, 2);
+    close(sl_test_saved_stderr);
+    FILE *f = fopen(sl_test_log_path(), "r");
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    text[n] = 0;
+    fputs(text, stderr); /* keep it visible in the test output */
+    return text;
+}
+
 #endif

@@ -27,7 +27,15 @@
  *     process (no JobManager anywhere) with the brute-force windows, and
  *     the built-in "nexmark" job by name, locally and on a TaskManager;
  *   - network_namespace_link_cut: a TaskManager behind a veth pair in its
- *     own network namespace, its link cut and restored.
+ *     own network namespace, its link cut and restored;
+ *   - artifact_download: TaskManagers that cannot see the JobManager's
+ *     files download the job's artifact over RPC;
+ *   - tls_mutual_auth: security.ssl.internal.* on every process (and the
+ *     secret inside TLS): a job whose channels cross two TaskManagers gives
+ *     exact output; the control connections, the artifact downloads and
+ *     the data plane are all TLS; a TaskManager with a certificate of
+ *     another CA, a plain one, and one with a wrong keystore password are
+ *     refused, each by name.
  */
 #include <pthread.h>
 
@@ -44,6 +52,28 @@ static void cl_submit_with(cluster_t *c, const char *opts, const char *args, cha
 static void cl_submit(cluster_t *c, const char *args, char *id, size_t cap) { cl_submit_with(c, "", args, id, cap); }
 
 /* ---- the tests ---- */
+
+/* The test job on the cluster's two one-slot TaskManagers: both run a part
+ * (the keyed exchange crosses them), each downloaded the artifact once,
+ * and the committed windows are exact. */
+static void run_on_two_downloading(cluster_t *c) {
+    const long long N = 100000;
+    char args[3000], id[64], st[32];
+    snprintf(args, sizeof args, "%s/out %s/ck %lld --rate=200000", c->dir, c->dir, N);
+    cl_submit(c, args, id, sizeof id);
+    CHECK(id[0]);
+    bool ok = cl_wait_state(c, id, "FINISHED", 60000, st, sizeof st);
+    if (!ok) cl_dump_logs(c);
+    CHECK(ok);
+    int deployed = 0;
+    for (int i = 0; i < c->ntm; i++) deployed += cl_count_in(c->tm[i].log, "deploying job") > 0;
+    CHECK_EQ(deployed, 2);
+    CHECK_EQ(cl_count_in(c->jm.log, "sent the artifact of job"), 2); /* each asked once */
+    char out[1200];
+    snprintf(out, sizeof out, "%s/out", c->dir);
+    CHECK_EQ(wo_check(out, N), 0);
+}
+
 
 TEST(seeds_placement) {
     cluster_t c;
@@ -639,21 +669,7 @@ TEST(artifact_download) {
     for (int i = 1; i <= 2; i++) cl_start_tm(&c, i, 1, NULL, NULL); /* one slot each: both run a part */
     cl_g_hide = NULL;
     CHECK(cl_wait_tms(&c, 2, 10000));
-    const long long N = 100000;
-    char args[3000], id[64], st[32];
-    snprintf(args, sizeof args, "%s/out %s/ck %lld --rate=200000", c.dir, c.dir, N);
-    cl_submit(&c, args, id, sizeof id);
-    CHECK(id[0]);
-    bool ok = cl_wait_state(&c, id, "FINISHED", 60000, st, sizeof st);
-    if (!ok) cl_dump_logs(&c);
-    CHECK(ok);
-    int deployed = 0;
-    for (int i = 0; i < c.ntm; i++) deployed += cl_count_in(c.tm[i].log, "deploying job") > 0;
-    CHECK_EQ(deployed, 2);
-    CHECK_EQ(cl_count_in(c.jm.log, "sent the artifact of job"), 2); /* each asked once */
-    char out[1200];
-    snprintf(out, sizeof out, "%s/out", c.dir);
-    CHECK_EQ(wo_check(out, N), 0);
+    run_on_two_downloading(&c);
     /* the JobManager answers by job id only: an unknown job is refused;
      * without the secret the connection does not open */
     sl_rpc_t *rpc = NULL;
@@ -670,6 +686,183 @@ TEST(artifact_download) {
         sl_rpc_destroy(rpc);
     }
     CHECK(access(dir, F_OK) != 0); /* nothing stored */
+    cl_cluster_stop(&c);
+}
+
+/* ---- TLS with mutual authentication (security.ssl.internal.*) ---- */
+
+static int tls_sh(const char *dir, const char *cmd) {
+    char full[4096];
+    snprintf(full, sizeof full, "cd '%s' && { %s; } >/dev/null 2>&1", dir, cmd);
+    int rc = system(full);
+    if (rc) fprintf(stderr, "  failed: %s\n", cmd);
+    return rc;
+}
+
+/* A CA, the JobManager's and two TaskManagers' certificates (tm-2's as a
+ * PKCS#12 keystore), and tm-3's from another CA. */
+static int tls_make_certs(const char *dir) {
+#define TLS_EC "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+    int rc = 0;
+    rc |= tls_sh(dir, "openssl req -x509 " TLS_EC " -keyout ca.key -out ca.pem -subj /CN=cluster-ca -days 2");
+    rc |= tls_sh(dir, "openssl req -x509 " TLS_EC " -keyout ca2.key -out ca2.pem -subj /CN=other-ca -days 2");
+    const char *nodes[][2] = {{"jm", "ca"}, {"tm1", "ca"}, {"tm2", "ca"}, {"tm3", "ca2"}};
+    for (int i = 0; i < 4; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd,
+                 "openssl req " TLS_EC " -keyout %s.key -out %s.csr -subj /CN=%s && "
+                 "openssl x509 -req -in %s.csr -CA %s.pem -CAkey %s.key -CAcreateserial -out %s.pem -days 2 && "
+                 "cat %s.key %s.pem > %s-ks.pem",
+                 nodes[i][0], nodes[i][0], nodes[i][0], nodes[i][0], nodes[i][1], nodes[i][1], nodes[i][0],
+                 nodes[i][0], nodes[i][0], nodes[i][0]);
+        rc |= tls_sh(dir, cmd);
+    }
+    rc |= tls_sh(dir, "openssl pkcs12 -export -in tm2.pem -inkey tm2.key -out tm2.p12 -passout pass:tm2-pass");
+    return rc;
+#undef TLS_EC
+}
+
+/* Starts a JobManager (n == 0) or TaskManager tm-<n> with the cluster's
+ * usual settings plus extra -D key=value pairs (NULL-terminated). */
+static proc_t *tls_start(cluster_t *c, int n, const char *const *extra) {
+    proc_t *p = n == 0 ? &c->jm : &c->tm[c->ntm++];
+    if (n) snprintf(p->id, sizeof p->id, "tm-%d", n);
+    char log[sizeof p->log], name[32];
+    snprintf(name, sizeof name, "%s", n ? p->id : "jobmanager");
+    snprintf(log, sizeof log, "%s/%s.log", c->dir, name);
+    memcpy(p->log, log, sizeof log);
+    char kv[16][1400];
+    int k = 0;
+    snprintf(kv[k++], sizeof kv[0], "jobmanager.rpc.port=%d", c->rpc_port);
+    snprintf(kv[k++], sizeof kv[0], "heartbeat.interval=%s", c->hb_interval);
+    snprintf(kv[k++], sizeof kv[0], "heartbeat.timeout=%s", c->hb_timeout);
+    snprintf(kv[k++], sizeof kv[0], "security.internal.secret=%s", c->secret);
+    snprintf(kv[k++], sizeof kv[0], "jobmanager.rpc.address=127.0.0.1");
+    if (n == 0) {
+        snprintf(kv[k++], sizeof kv[0], "rest.port=%d", c->rest_port);
+        snprintf(kv[k++], sizeof kv[0], "slot.request.timeout=%s", c->slot_timeout);
+    } else {
+        snprintf(kv[k++], sizeof kv[0], "taskmanager.numberOfTaskSlots=1"); /* one each: both run a part */
+        snprintf(kv[k++], sizeof kv[0], "taskmanager.host=127.0.0.1");
+    }
+    for (int i = 0; extra && extra[i] && k < 16; i++) snprintf(kv[k++], sizeof kv[0], "%s", extra[i]);
+    char *argv[40];
+    int a = 0;
+    argv[a++] = "sluice";
+    argv[a++] = n ? "taskmanager" : "jobmanager";
+    if (n) {
+        argv[a++] = "--id";
+        argv[a++] = p->id;
+    }
+    for (int i = 0; i < k; i++) {
+        argv[a++] = "-D";
+        argv[a++] = kv[i];
+    }
+    argv[a] = NULL;
+    p->pid = cl_spawn(p->log, argv);
+    return p;
+}
+
+/* The data port a TaskManager's log announces, or -1. */
+static int tls_data_port(const proc_t *p) {
+    char *s = cl_slurp(p->log);
+    const char *at = strstr(s, "data port 127.0.0.1:");
+    int port = at ? atoi(at + strlen("data port 127.0.0.1:")) : -1;
+    free(s);
+    return port;
+}
+
+/* Connects to port, sends sluice's plain hello bytes, waits until closed. */
+static bool tls_plain_probe(int port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    bool closed = false;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
+        uint8_t hello[40] = {'S', 'L', 'H', 'S', 1, 0, 2, 0};
+        if (send(fd, hello, sizeof hello, MSG_NOSIGNAL) == (ssize_t)sizeof hello) {
+            uint8_t b[256];
+            ssize_t r;
+            while ((r = read(fd, b, sizeof b)) > 0) {
+            }
+            closed = r == 0 || errno == ECONNRESET;
+        }
+    }
+    close(fd);
+    return closed;
+}
+
+static bool tls_wait_log(const char *log, const char *needle, int ms) {
+    int64_t end = cl_now_ms() + ms;
+    while (cl_count_in(log, needle) == 0 && cl_now_ms() < end) cl_sleep_ms(50);
+    return cl_count_in(log, needle) > 0;
+}
+
+TEST(tls_mutual_auth) {
+    cluster_t c;
+    cl_cluster_init(&c, "tls");
+    CHECK_EQ(tls_make_certs(c.dir), 0);
+    char ks[6][1400], ts[1400];
+    const char *names[] = {"jm-ks.pem", "tm1-ks.pem", "tm2.p12", "tm3-ks.pem"};
+    for (int i = 0; i < 4; i++) snprintf(ks[i], sizeof ks[i], "security.ssl.internal.keystore=%s/%s", c.dir, names[i]);
+    snprintf(ts, sizeof ts, "security.ssl.internal.truststore=%s/ca.pem", c.dir);
+    const char *on = "security.ssl.internal.enabled=true";
+    const char *jm_keys[] = {on, ks[0], ts, NULL};
+    const char *tm1_keys[] = {on, ks[1], ts, NULL};
+    const char *tm2_keys[] = {on, ks[2], ts, "security.ssl.internal.keystore-password=tm2-pass", NULL};
+    tls_start(&c, 0, jm_keys);
+    /* tm-1 as a PEM keystore, tm-2 as PKCS#12: the job's artifact comes over
+     * TLS too (they cannot see the JobManager's files) */
+    char hidden[1200];
+    snprintf(hidden, sizeof hidden, "%s/sluice-artifacts-%d", sl_test_tmpdir(), (int)c.jm.pid);
+    for (int i = 0; i < 100 && access(hidden, F_OK) != 0; i++) cl_sleep_ms(50);
+    CHECK(access(hidden, F_OK) == 0);
+    cl_g_hide = hidden;
+    tls_start(&c, 1, tm1_keys);
+    tls_start(&c, 2, tm2_keys);
+    cl_g_hide = NULL;
+    bool up = cl_wait_tms(&c, 2, 15000);
+    if (!up) cl_dump_logs(&c);
+    CHECK(up);
+    CHECK(cl_count_in(c.jm.log, "internal connections use TLS as /CN=jm") == 1);
+    run_on_two_downloading(&c);
+    for (int i = 0; i < 2; i++) CHECK_EQ(cl_count_in(c.tm[i].log, "refused"), 0);
+
+    /* the data ports speak TLS only */
+    int dport = tls_data_port(&c.tm[0]);
+    CHECK(dport > 0);
+    CHECK(tls_plain_probe(dport));
+    CHECK(tls_wait_log(c.tm[0].log, "refused: TLS: peer is not speaking TLS", 5000));
+
+    /* a TaskManager with a certificate of another CA: refused by the
+     * JobManager, which names the cause */
+    const char *tm3_keys[] = {on, ks[3], ts, NULL};
+    proc_t *foreign = tls_start(&c, 3, tm3_keys);
+    CHECK(tls_wait_log(c.jm.log, "peer certificate not trusted", 15000));
+    CHECK(cl_count_in(c.jm.log, "refused control connection from 127.0.0.1") >= 1);
+    CHECK(tls_wait_log(foreign->log, "the peer refused our certificate", 5000));
+    cl_stop(foreign);
+    /* a TaskManager without TLS */
+    proc_t *plain = tls_start(&c, 4, NULL);
+    CHECK(tls_wait_log(c.jm.log, "peer is not speaking TLS", 15000));
+    CHECK(tls_wait_log(plain->log, "peer speaks TLS, but TLS is off here", 5000));
+    cl_stop(plain);
+    CHECK_EQ(cl_registered_tms(&c), 2);
+    /* a wrong keystore password: the process does not start, and says why */
+    const char *bad_keys[] = {on, ks[2], ts, "security.ssl.internal.keystore-password=wrong", NULL};
+    proc_t *bad = tls_start(&c, 5, bad_keys);
+    int wst = 0;
+    int64_t end = cl_now_ms() + 10000;
+    pid_t r = 0;
+    while ((r = waitpid(bad->pid, &wst, WNOHANG)) == 0 && cl_now_ms() < end) cl_sleep_ms(50);
+    CHECK(r == bad->pid);
+    bad->pid = 0;
+    CHECK(WIFEXITED(wst) && WEXITSTATUS(wst) == 2);
+    char want[1600];
+    snprintf(want, sizeof want, "security.ssl.internal.keystore-password: wrong password for %s/tm2.p12", c.dir);
+    CHECK(cl_count_in(bad->log, want) == 1);
     cl_cluster_stop(&c);
 }
 
@@ -693,5 +886,6 @@ int main(void) {
     RUN_IF(local_target);
     RUN_IF(network_namespace_link_cut);
     RUN_IF(artifact_download);
+    RUN_IF(tls_mutual_auth);
     return sl_test_failures ? 1 : 0;
 }

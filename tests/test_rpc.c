@@ -457,33 +457,6 @@ TEST(killed_client_process) {
 
 /* ---- bad peers ---------------------------------------------------------------------- */
 
-/* stderr goes to a file while a bad peer is served, so the log line can be checked. */
-static int saved_stderr = -1;
-static char log_path[600];
-
-static void capture_stderr(void) {
-    snprintf(log_path, sizeof log_path, "%s/rpc-log.txt", sl_test_tmpdir());
-    fflush(stderr);
-    saved_stderr = dup(2);
-    FILE *f = fopen(log_path, "w");
-    if (!f) abort();
-    dup2(fileno(f), 2);
-    fclose(f);
-}
-
-/* Restores stderr; returns what was logged (static buffer). */
-static const char *captured(void) {
-    static char text[8192];
-    fflush(stderr);
-    dup2(saved_stderr, 2);
-    close(saved_stderr);
-    FILE *f = fopen(log_path, "r");
-    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
-    if (f) fclose(f);
-    text[n] = 0;
-    fputs(text, stderr); /* keep it visible in the test output */
-    return text;
-}
 
 static int raw_connect(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -576,12 +549,12 @@ TEST(wrong_secret_refused) {
     sl_rpc_t *client = rpc_make("tm-1", "not-the-secret", 0, 5000);
     int port = rpc_serve(server, &srv);
     CHECK(port > 0);
-    capture_stderr();
+    sl_test_capture_stderr();
     sl_rpc_conn_t *c = side_connect(&cli, client, port);
     sl_rpc_send(c, "hello", 5); /* queued; must never arrive */
     WAIT_FOR(&cli, cli.closes == 1, 5000);
     sleep_ms(100);
-    const char *log = captured();
+    const char *log = sl_test_captured();
     CHECK(c != NULL);
     CHECK_EQ(SV(cli).closes, 1);
     CHECK_CONTAINS(SV(cli).recs[0].why, "handshake failed");
@@ -612,17 +585,17 @@ TEST(bad_peers_closed_and_logged) {
     const char *log;
 
     /* Garbage instead of a hello. */
-    capture_stderr();
+    sl_test_capture_stderr();
     int fd = raw_connect(port);
     bool ok = fd >= 0 && send_all(fd, "GET / HTTP/1.1\r\nHost: x\r\n\r\n0123456789ab", 40) == 0 && closed_by_peer(fd);
     close(fd);
-    log = captured();
+    log = sl_test_captured();
     CHECK(ok);
     CHECK_CONTAINS(log, "refused control connection from 127.0.0.1:");
     CHECK_CONTAINS(log, "not a sluice peer");
 
     /* A hello, then garbage instead of the proof. */
-    capture_stderr();
+    sl_test_capture_stderr();
     fd = raw_connect(port);
     uint8_t hello[SL_AUTH_HELLO_LEN], peer_hello[SL_AUTH_HELLO_LEN];
     sl_auth_hello_t h;
@@ -630,39 +603,39 @@ TEST(bad_peers_closed_and_logged) {
     ok = fd >= 0 && read_full(fd, peer_hello, sizeof peer_hello) && send_all(fd, hello, sizeof hello) == 0 &&
          send_all(fd, buf, SL_AUTH_PROOF_LEN) == 0 && closed_by_peer(fd);
     close(fd);
-    log = captured();
+    log = sl_test_captured();
     CHECK(ok);
     CHECK_CONTAINS(log, "wrong cluster secret");
 
     /* A data-plane hello on the control port. */
-    capture_stderr();
+    sl_test_capture_stderr();
     fd = raw_connect(port);
     sl_auth_hello_make(&h, SL_AUTH_DATA, 0, hello);
     ok = fd >= 0 && send_all(fd, hello, sizeof hello) == 0 && closed_by_peer(fd);
     close(fd);
-    log = captured();
+    log = sl_test_captured();
     CHECK(ok);
     CHECK_CONTAINS(log, "not control");
 
     /* Connects and says nothing: the handshake times out. */
-    capture_stderr();
+    sl_test_capture_stderr();
     int64_t t0 = now_ms();
     fd = raw_connect(port);
     ok = fd >= 0 && closed_by_peer(fd);
     int64_t took = now_ms() - t0;
     close(fd);
-    log = captured();
+    log = sl_test_captured();
     CHECK(ok);
     CHECK(took >= 300 && took < 3000);
     CHECK_CONTAINS(log, "handshake failed: timed out");
 
     /* Closes in the middle of the hello. */
-    capture_stderr();
+    sl_test_capture_stderr();
     fd = raw_connect(port);
     ok = fd >= 0 && send_all(fd, hello, 10) == 0;
     close(fd);
     sleep_ms(200);
-    log = captured();
+    log = sl_test_captured();
     CHECK(ok);
     /* A FIN, or a reset when the server's hello was still unread. */
     CHECK(strstr(log, "handshake failed: peer closed the connection") ||
@@ -680,12 +653,12 @@ TEST(bad_peers_closed_and_logged) {
     CHECK(ok);
     WAIT_FOR(&srv, srv.msgs == 1, 2000);
     CHECK_EQ(SV(srv).last_len, MAXF);
-    capture_stderr();
+    sl_test_capture_stderr();
     sl_st32(buf, MAXF + 1);
     ok = send_all(fd, buf, 4 + 100) == 0 && closed_by_peer(fd);
     close(fd);
     WAIT_FOR(&srv, srv.closes == 1, 2000);
-    log = captured();
+    log = sl_test_captured();
     CHECK(ok);
     CHECK_EQ(SV(srv).msgs, 1);
     CHECK_EQ(SV(srv).closes, 1);
@@ -696,14 +669,14 @@ TEST(bad_peers_closed_and_logged) {
     CHECK_STR(SV(srv).recs[0].why, want);
 
     /* A real handshake, then half a frame and close. */
-    capture_stderr();
+    sl_test_capture_stderr();
     fd = raw_handshake(port, SECRET);
     CHECK(fd >= 0);
     sl_st32(buf, 100);
     ok = send_all(fd, buf, 4 + 50) == 0;
     close(fd);
     WAIT_FOR(&srv, srv.closes == 2, 2000);
-    log = captured();
+    log = sl_test_captured();
     CHECK(ok);
     CHECK_EQ(SV(srv).closes, 2);
     CHECK_EQ(SV(srv).msgs, 1);

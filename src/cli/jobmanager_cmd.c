@@ -16,6 +16,8 @@
 
 #include "cli/cluster.h"
 #include "common/common.h"
+#include "common/tls.h"
+#include "config/config.h"
 #include "ha/ha_services.h"
 #include "jobmanager/dispatcher.h"
 #include "runtime/job_loader.h"
@@ -104,6 +106,14 @@ int sl_cli_jobmanager(int argc, char **argv) {
         sl_config_free(&cfg);
         return rc;
     }
+    char err[1024];
+    sl_tls_ctx_t *tls = NULL; /* security.ssl.internal.*: the keystore and truststore are checked now */
+    if (sl_config_tls_ctx(&cfg, &tls, err, sizeof err) < 0) {
+        fprintf(stderr, "sluice jobmanager: %s\n", err);
+        sl_config_free(&cfg);
+        return 2;
+    }
+    if (tls) fprintf(stderr, "sluice jobmanager: internal connections use TLS as %s\n", sl_tls_ctx_subject(tls));
     char artifacts[1024];
     snprintf(artifacts, sizeof artifacts, "%s/sluice-artifacts-%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
              (int)getpid());
@@ -121,13 +131,14 @@ int sl_cli_jobmanager(int argc, char **argv) {
                                  .evenly_spread_out_slots = cfg.evenly_spread_out_slots,
                                  .savepoint_dir = cfg.savepoint_dir,
                                  .compile = compile,
-                                 .prom_port = cfg.prom_enabled ? cfg.prom_port : NULL};
+                                 .prom_port = cfg.prom_enabled ? cfg.prom_port : NULL,
+                                 .tls = tls};
     sl_dispatcher_t *d = NULL;
-    char err[1024];
     sl_ha_config_t hc;
     if (sl_ha_config_from(&cfg, true, &hc, err, sizeof err) < 0) {
         fprintf(stderr, "sluice jobmanager: %s\n", err);
         sl_config_free(&cfg);
+        sl_tls_ctx_release(tls);
         return 2;
     }
     if (hc.enabled) { /* terms as standby and leader until a signal */
@@ -140,6 +151,7 @@ int sl_cli_jobmanager(int argc, char **argv) {
         int rc = 0;
         while (rc == 0) rc = ha_term(&hc, &dc);
         sl_config_free(&cfg);
+        sl_tls_ctx_release(tls);
         char cmd[1200];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", artifacts);
         if (system(cmd) != 0) fprintf(stderr, "sluice jobmanager: could not remove %s\n", artifacts);
@@ -148,6 +160,7 @@ int sl_cli_jobmanager(int argc, char **argv) {
     if (sl_dispatcher_new(&dc, &d, err, sizeof err) < 0) {
         fprintf(stderr, "sluice jobmanager: %s\n", err);
         sl_config_free(&cfg);
+        sl_tls_ctx_release(tls);
         return 1;
     }
     fprintf(stderr, "sluice jobmanager: RPC at %s:%d, REST at http://%s:%d (heartbeat %lld ms, timeout %lld ms)\n",
@@ -159,6 +172,7 @@ int sl_cli_jobmanager(int argc, char **argv) {
     fprintf(stderr, "sluice jobmanager: stopping\n");
     sl_dispatcher_destroy(d);
     sl_config_free(&cfg);
+    sl_tls_ctx_release(tls);
     /* the uploads were this process's (a directory it made for itself): they go with it */
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", artifacts);

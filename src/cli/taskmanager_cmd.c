@@ -7,6 +7,8 @@
 
 #include "cli/cluster.h"
 #include "common/common.h"
+#include "common/tls.h"
+#include "config/config.h"
 #include "ha/ha_services.h"
 #include "runtime/job_loader.h"
 #include "taskmanager/tm_process.h"
@@ -65,13 +67,21 @@ int sl_cli_taskmanager(int argc, char **argv) {
         sl_config_free(&cfg);
         return rc;
     }
-    sl_ha_config_t ha;
     char err[1024];
+    sl_tls_ctx_t *tls = NULL; /* security.ssl.internal.*: the keystore and truststore are checked now */
+    if (sl_config_tls_ctx(&cfg, &tls, err, sizeof err) < 0) {
+        fprintf(stderr, "sluice taskmanager: %s\n", err);
+        sl_config_free(&cfg);
+        return 2;
+    }
+    if (tls) fprintf(stderr, "sluice taskmanager: internal connections use TLS as %s\n", sl_tls_ctx_subject(tls));
+    sl_ha_config_t ha;
     sl_leader_retrieval_t *follower = NULL;
     if (sl_ha_config_from(&cfg, false, &ha, err, sizeof err) < 0 ||
         (ha.enabled && sl_leader_retrieval_start(&ha, &follower, err, sizeof err) < 0)) {
         fprintf(stderr, "sluice taskmanager: %s\n", err);
         sl_config_free(&cfg);
+        sl_tls_ctx_release(tls);
         return 2;
     }
     resolver_t r;
@@ -90,12 +100,14 @@ int sl_cli_taskmanager(int argc, char **argv) {
                                  .resolve_ctx = &r,
                                  .prom_port = cfg.prom_enabled ? cfg.prom_port : NULL,
                                  .leader = follower ? current_leader : NULL,
-                                 .leader_ctx = follower};
+                                 .leader_ctx = follower,
+                                 .tls = tls};
     sl_tm_process_t *p = NULL;
     if (sl_tm_process_new(&tc, &p, err, sizeof err) < 0) {
         fprintf(stderr, "sluice taskmanager: %s\n", err);
         sl_leader_retrieval_stop(follower);
         sl_config_free(&cfg);
+        sl_tls_ctx_release(tls);
         return 1;
     }
     if (follower)
@@ -118,5 +130,6 @@ int sl_cli_taskmanager(int argc, char **argv) {
     }
     pthread_mutex_destroy(&r.mu);
     sl_config_free(&cfg);
+    sl_tls_ctx_release(tls);
     return 0;
 }

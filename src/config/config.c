@@ -19,6 +19,7 @@
 #include <yaml.h>
 
 #include "checkpoint/s3_client.h"
+#include "common/tls.h"
 #include "config/suggest.h"
 #include "sluice/sluice.h"
 
@@ -215,6 +216,27 @@ static const cfg_key_t KEYS[] = {
           .help = "Spread a job's slots over all TaskManagers instead of filling one after the other."),
     KSTR("security.internal.secret", internal_secret, NULL,
          .help = "Shared secret every internal connection (RPC, data, artifacts) must prove; not set: none."),
+    /* Flink's SecurityOptions (internal SSL); files and passwords are
+     * checked when a JobManager or TaskManager starts (sl_config_tls_ctx). */
+    KBOOL("security.ssl.internal.enabled", ssl_internal_enabled, "false",
+          .help = "TLS with mutual authentication on every internal connection (RPC, data, artifacts)."),
+    KSTR("security.ssl.internal.keystore", ssl_internal_keystore, NULL, .unset = "none",
+         .help = "This node's key and certificate: a PKCS#12 keystore, or a PEM file with the key and certificate."),
+    KSTR("security.ssl.internal.keystore-password", ssl_internal_keystore_password, NULL, .unset = "none",
+         .help = "Password of the PKCS#12 keystore."),
+    KSTR("security.ssl.internal.key-password", ssl_internal_key_password, NULL, .unset = "the keystore password",
+         .help = "Password of the private key (a PEM key's passphrase)."),
+    KSTR("security.ssl.internal.truststore", ssl_internal_truststore, NULL, .unset = "none",
+         .help = "Certificates a peer's certificate must chain to: a PKCS#12 truststore or a PEM bundle."),
+    KSTR("security.ssl.internal.truststore-password", ssl_internal_truststore_password, NULL, .unset = "none",
+         .help = "Password of the PKCS#12 truststore."),
+    KSTR("security.ssl.protocol", ssl_protocol, "TLSv1.2",
+         .help = "TLS version(s): TLSv1.2, TLSv1.3, or both comma-separated."),
+    KSTR("security.ssl.algorithms", ssl_algorithms, NULL, .unset = "OpenSSL's defaults",
+         .help = "Cipher suites, comma-separated, in OpenSSL's names (e.g. ECDHE-RSA-AES128-GCM-SHA256, "
+                 "TLS_AES_128_GCM_SHA256), not Java's."),
+    KDUR("security.ssl.internal.handshake-timeout", ssl_internal_handshake_timeout_ms, "10 s", 1,
+         .help = "Longest a TLS handshake on an internal connection may take."),
     /* Flink: 10 s.  sluice keeps Flink's 1:5 ratio to its shorter timeout. */
     KDUR("heartbeat.interval", heartbeat_interval_ms, "2 s", 1,
          .help = "Time between heartbeats (sluice default 2 s; Flink's is 10 s)."),
@@ -1287,6 +1309,24 @@ int sl_config_set(sl_config_t *cfg, const char *key, const char *value, char *er
     store_value(cfg, k, &v);
     set_where(cfg, idx, "-D");
     return 0;
+}
+
+/* ---- TLS ------------------------------------------------------------------------- */
+
+int sl_config_tls_ctx(const sl_config_t *c, sl_tls_ctx_t **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (!c->ssl_internal_enabled) return 0;
+    sl_tls_config_t tc = {.keystore = c->ssl_internal_keystore,
+                          .keystore_password = c->ssl_internal_keystore_password,
+                          .key_password = c->ssl_internal_key_password,
+                          .truststore = c->ssl_internal_truststore,
+                          .truststore_password = c->ssl_internal_truststore_password,
+                          .protocol = c->ssl_protocol,
+                          .algorithms = c->ssl_algorithms,
+                          .handshake_timeout_ms = c->ssl_internal_handshake_timeout_ms > INT32_MAX
+                                                      ? INT32_MAX
+                                                      : (int)c->ssl_internal_handshake_timeout_ms};
+    return sl_tls_ctx_new(&tc, out, err, errlen);
 }
 
 /* ---- cross-key rules ------------------------------------------------------------- */

@@ -166,6 +166,15 @@ struct sl_config {
     int64_t slot_request_timeout_ms;     /* slot.request.timeout */
     bool evenly_spread_out_slots;        /* cluster.evenly-spread-out-slots */
     char *internal_secret;               /* security.internal.secret; NULL = none */
+    bool ssl_internal_enabled;           /* security.ssl.internal.enabled */
+    char *ssl_internal_keystore;         /* security.ssl.internal.keystore */
+    char *ssl_internal_keystore_password; /* security.ssl.internal.keystore-password */
+    char *ssl_internal_key_password;     /* security.ssl.internal.key-password; NULL = keystore's */
+    char *ssl_internal_truststore;       /* security.ssl.internal.truststore */
+    char *ssl_internal_truststore_password; /* security.ssl.internal.truststore-password */
+    char *ssl_protocol;                  /* security.ssl.protocol */
+    char *ssl_algorithms;                /* security.ssl.algorithms; NULL = OpenSSL's defaults */
+    int64_t ssl_internal_handshake_timeout_ms; /* security.ssl.internal.handshake-timeout */
 
     /* network */
     int buffers_per_channel;             /* taskmanager.network.memory.buffers-per-channel */
@@ -264,5 +273,14 @@ int sl_config_apply_env(const sl_config_t *cfg, struct sl_env *env, char *err, s
  * process.  sl_config_apply_env calls it; the JobManager and TaskManager
  * commands call it after parsing their configuration. */
 void sl_config_apply_s3(const sl_config_t *cfg);
+
+struct sl_tls_ctx;
+/* The TLS context of this process from security.ssl.internal.* and
+ * security.ssl.* (common/tls.h): *out = NULL when
+ * security.ssl.internal.enabled is false.  Loads the keystore and the
+ * truststore now, so a missing file, a wrong password or a key that does
+ * not match its certificate is an error naming the key and the path when
+ * the process starts.  0 or SL_EINVAL / SL_EIO. */
+int sl_config_tls_ctx(const sl_config_t *cfg, struct sl_tls_ctx **out, char *err, size_t errlen);
 
 #endif

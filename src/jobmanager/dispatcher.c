@@ -1276,7 +1276,8 @@ int sl_dispatcher_new(const sl_dispatcher_config_t *cfg, sl_dispatcher_t **out, 
     if (d->cfg.heartbeat_timeout_ms <= 0) d->cfg.heartbeat_timeout_ms = 50000;
     pthread_mutex_init(&d->mu, NULL);
     pthread_mutex_init(&d->ops_mu, NULL);
-    sl_rpc_config_t rc = {.secret = d->secret, .name = "jobmanager"};
+    sl_rpc_config_t rc = {.secret = d->secret, .name = "jobmanager", .tls = cfg->tls};
+    d->cfg.tls = NULL; /* the rpc holds its own reference */
     int r = sl_rpc_new(&rc, &d->rpc, err, errlen);
     sl_rpc_callbacks_t cbs = {rpc_on_open, rpc_on_message, rpc_on_closed, d, SL_AUTH_CONTROL, true};
     if (r == 0 && !cfg->no_rpc_listener)

@@ -61,6 +61,10 @@ typedef struct sl_dispatcher_config {
      * handed over with sl_dispatcher_adopt.  compile may then be NULL: the
      * REST API runs no other job. */
     bool no_rpc_listener;
+    /* TLS with mutual authentication on the RPC port (control connections
+     * and artifact downloads), common/tls.h; NULL: plain TCP.  Used during
+     * sl_dispatcher_new only (the rpc keeps its own reference). */
+    struct sl_tls_ctx *tls;
 } sl_dispatcher_config_t;
 
 int sl_dispatcher_new(const sl_dispatcher_config_t *cfg, sl_dispatcher_t **out, char *err, size_t errlen);

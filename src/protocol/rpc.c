@@ -10,10 +10,16 @@
  * them in order.
  *
  * A connection moves through
- *   INIT -> RESOLVING -> CONNECTING -> HELLO -> PROOF -> OPEN   (client)
- *                                      HELLO -> PROOF -> OPEN   (accepted)
+ *   INIT -> RESOLVING -> CONNECTING [-> TLS] -> HELLO -> PROOF -> OPEN   (client)
+ *                                   [TLS ->] HELLO -> PROOF -> OPEN      (accepted)
  * and ends in SHUTTING (a local close flushing its last frames) or CLOSED.
  * `closed` (under conn->mu) is the other threads' view: no more sends.
+ *
+ * With TLS (cfg.tls set), the TLS handshake of common/tls.h (mutual
+ * authentication) runs first, and everything after it, the shared-secret
+ * handshake included, is inside TLS: socket_write is the only place bytes
+ * go to the socket and tls_input the only place received bytes enter, so
+ * write_frame encrypts and on_read decrypts, the rest is unchanged.
  */
 #include "protocol/rpc.h"
 
@@ -29,11 +35,12 @@
 
 #include "common/auth.h"
 #include "common/common.h"
+#include "common/tls.h"
 
 #define RPC_READ_CHUNK 65536
 #define RPC_KEEPALIVE_S 30
 
-enum conn_state { C_INIT, C_RESOLVING, C_CONNECTING, C_HELLO, C_PROOF, C_OPEN, C_SHUTTING, C_CLOSED };
+enum conn_state { C_INIT, C_RESOLVING, C_CONNECTING, C_TLS, C_HELLO, C_PROOF, C_OPEN, C_SHUTTING, C_CLOSED };
 enum { ROLE_CLIENT = 0, ROLE_SERVER = 1 };
 
 /* One buffer handed to uv_write: a frame (header + payload) or handshake
@@ -79,6 +86,7 @@ struct sl_rpc_conn {
     size_t hdr_got;
     uint8_t *body;
     size_t body_len, body_got;
+    sl_tls_t *tls; /* NULL: plain TCP */
     struct sl_rpc_conn *prev, *next; /* rpc->conns */
 };
 
@@ -118,6 +126,7 @@ struct sl_rpc {
     char *secret, *name;
     size_t max_frame;
     int connect_timeout_ms;
+    sl_tls_ctx_t *tls; /* NULL: plain TCP */
 
     uv_loop_t loop;
     uv_async_t wake;
@@ -138,12 +147,14 @@ struct sl_rpc {
     sl_rpc_conn_t *conns;
     sl_rpc_timer_t *timers;
     uint8_t rbuf[RPC_READ_CHUNK];
+    uint8_t pbuf[RPC_READ_CHUNK]; /* plaintext out of TLS */
 };
 
 static void conn_close(sl_rpc_conn_t *c, const char *why, bool log, bool graceful);
 static void conn_flush(sl_rpc_conn_t *c);
 static void on_conn_timer(uv_timer_t *t);
 static int write_frame(sl_rpc_conn_t *c, frame_t *f);
+static int tls_send_pending(sl_rpc_conn_t *c);
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -227,6 +238,7 @@ static void conn_free(sl_rpc_conn_t *c) {
     frames_free(c->outq);
     sl_free(c->body);
     sl_free(c->host);
+    sl_tls_free(c->tls);
     pthread_mutex_destroy(&c->mu);
     sl_free(c);
 }
@@ -309,6 +321,10 @@ static void conn_close(sl_rpc_conn_t *c, const char *why, bool log, bool gracefu
             rc = write_frame(c, f);
         }
         frames_free(q);
+        if (rc == 0 && c->tls) {
+            sl_tls_close_notify(c->tls);
+            rc = tls_send_pending(c);
+        }
         c->sreq.data = c;
         if (rc == 0 && uv_shutdown(&c->sreq, (uv_stream_t *)&c->tcp, on_shutdown) == 0) {
             c->state = C_SHUTTING;
@@ -341,6 +357,9 @@ static void on_conn_timer(uv_timer_t *t) {
         snprintf(why, sizeof why, "connect to %s: timed out", c->peer);
         conn_close(c, why, false, false);
         break;
+    case C_TLS:
+        conn_close(c, "handshake failed: TLS handshake timed out", true, false);
+        break;
     case C_HELLO:
     case C_PROOF:
         conn_close(c, "handshake failed: timed out", true, false);
@@ -368,11 +387,33 @@ static void on_write(uv_write_t *req, int status) {
 
 /* Hands one buffer to libuv (which keeps the order of writes); frees it on
  * failure.  0 or a libuv error. */
-static int write_frame(sl_rpc_conn_t *c, frame_t *f) {
+static int socket_write(sl_rpc_conn_t *c, frame_t *f) {
     uv_buf_t b = uv_buf_init((char *)f->data, (unsigned)f->len);
     int rc = uv_write(&f->req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
     if (rc < 0) sl_free(f);
     return rc;
+}
+
+/* Writes the ciphertext the TLS session produced.  0 or a libuv error. */
+static int tls_send_pending(sl_rpc_conn_t *c) {
+    size_t n;
+    while ((n = sl_tls_pending(c->tls)) > 0) {
+        frame_t *f = frame_new(n);
+        f->len = sl_tls_take(c->tls, f->data, n);
+        int rc = socket_write(c, f);
+        if (rc < 0) return rc;
+    }
+    return 0;
+}
+
+/* Sends one buffer (plaintext: encrypted first under TLS); frees it.  0 or
+ * a libuv error. */
+static int write_frame(sl_rpc_conn_t *c, frame_t *f) {
+    if (!c->tls) return socket_write(c, f);
+    int rc = sl_tls_write(c->tls, f->data, f->len);
+    sl_free(f);
+    if (rc < 0) return UV_EPROTO;
+    return tls_send_pending(c);
 }
 
 static int write_raw(sl_rpc_conn_t *c, const uint8_t *p, size_t n) {
@@ -457,6 +498,13 @@ static void conn_consume(sl_rpc_conn_t *c, const uint8_t *p, size_t n) {
             c->hs_got = 0;
             if (c->state == C_HELLO) {
                 char err[160], why[200];
+                if (!c->tls && c->hs[0] == 0x16 && c->hs[1] == 0x03) {
+                    conn_close(c,
+                               "handshake failed: peer speaks TLS, but TLS is off here "
+                               "(security.ssl.internal.enabled)",
+                               true, false);
+                    return;
+                }
                 if (sl_auth_hello_parse(c->hs, c->role, &c->theirs, err, sizeof err) != 0) {
                     const char *e = strncmp(err, "handshake: ", 11) == 0 ? err + 11 : err;
                     snprintf(why, sizeof why, "handshake failed: %s", e);
@@ -528,17 +576,76 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     *buf = uv_buf_init((char *)c->rpc->rbuf, sizeof c->rpc->rbuf);
 }
 
+static void peer_gone(sl_rpc_conn_t *c, const char *what);
+
+static void tls_failed(sl_rpc_conn_t *c) {
+    if (sl_tls_closed(c->tls)) { /* close_notify: the peer closed cleanly */
+        peer_gone(c, "peer closed the connection");
+        return;
+    }
+    char why[400];
+    snprintf(why, sizeof why, "%sTLS: %s", c->state == C_OPEN ? "" : "handshake failed: ", sl_tls_error(c->tls));
+    tls_send_pending(c); /* an alert, if OpenSSL made one */
+    conn_close(c, why, true, false);
+}
+
+/* Ciphertext from the socket: advances the TLS handshake (then starts the
+ * shared-secret handshake inside TLS), and feeds the plaintext through
+ * conn_consume. */
+static void tls_input(sl_rpc_conn_t *c, const uint8_t *p, size_t n) {
+    sl_rpc_t *rpc = c->rpc;
+    if (sl_tls_feed(c->tls, p, n) < 0) {
+        tls_failed(c);
+        return;
+    }
+    if (c->state == C_TLS) {
+        int r = sl_tls_handshake(c->tls);
+        if (r < 0) {
+            tls_failed(c);
+            return;
+        }
+        if (tls_send_pending(c) < 0) {
+            conn_close(c, "handshake failed: TLS: write failed", true, false);
+            return;
+        }
+        if (r == 0) return;
+        conn_start_handshake(c);
+    }
+    while (c->state == C_HELLO || c->state == C_PROOF || c->state == C_OPEN) {
+        ssize_t k = sl_tls_read(c->tls, rpc->pbuf, sizeof rpc->pbuf);
+        if (k == 0) break;
+        if (k < 0) {
+            tls_failed(c);
+            return;
+        }
+        conn_consume(c, rpc->pbuf, (size_t)k);
+    }
+    if (c->state == C_HELLO || c->state == C_PROOF || c->state == C_OPEN) tls_send_pending(c);
+}
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     sl_rpc_conn_t *c = s->data;
     if (nread > 0) {
-        conn_consume(c, (const uint8_t *)buf->base, (size_t)nread);
+        if (c->state == C_CLOSED || c->state == C_SHUTTING) return;
+        if (c->tls) tls_input(c, (const uint8_t *)buf->base, (size_t)nread);
+        else conn_consume(c, (const uint8_t *)buf->base, (size_t)nread);
         return;
     }
     if (nread == 0 || c->state == C_CLOSED || c->state == C_SHUTTING) return;
+    peer_gone(c, nread == UV_EOF         ? "peer closed the connection"
+                 : nread == UV_ECONNRESET ? "connection reset by peer"
+                                          : uv_strerror((int)nread));
+}
+
+/* The peer ended the stream (EOF, reset, close_notify). */
+static void peer_gone(sl_rpc_conn_t *c, const char *what) {
     char why[200];
-    const char *what = nread == UV_EOF ? "peer closed the connection"
-                       : nread == UV_ECONNRESET ? "connection reset by peer"
-                                                : uv_strerror((int)nread);
+    if (!c->tls && c->state == C_HELLO && c->hs_got >= 2 && c->hs[0] == 0x15 && c->hs[1] == 0x03) {
+        /* a TLS alert where a hello belongs: tls.c's answer to a plain peer */
+        conn_close(c, "handshake failed: peer speaks TLS, but TLS is off here (security.ssl.internal.enabled)", true,
+                   false);
+        return;
+    }
     if (c->state != C_OPEN) {
         snprintf(why, sizeof why, "handshake failed: %s", what);
         conn_close(c, why, true, false);
@@ -559,6 +666,21 @@ static void conn_start_io(sl_rpc_conn_t *c) {
         char why[160];
         snprintf(why, sizeof why, "read from %s: %s", c->peer, uv_strerror(rc));
         conn_close(c, why, false, false);
+        return;
+    }
+    if (c->rpc->tls) {
+        /* TLS first; its own timeout from here on. */
+        c->tls = sl_tls_new(c->rpc->tls, c->role == ROLE_SERVER);
+        c->state = C_TLS;
+        uv_timer_stop(&c->timer);
+        uv_timer_start(&c->timer, on_conn_timer, (uint64_t)sl_tls_ctx_handshake_timeout_ms(c->rpc->tls), 0);
+        if (c->role == ROLE_CLIENT) {
+            if (sl_tls_handshake(c->tls) < 0) {
+                tls_failed(c);
+                return;
+            }
+            if (tls_send_pending(c) < 0) conn_close(c, "handshake failed: TLS: write failed", true, false);
+        }
         return;
     }
     conn_start_handshake(c);
@@ -844,6 +966,7 @@ int sl_rpc_new(const sl_rpc_config_t *cfg, sl_rpc_t **out, char *err, size_t err
     rpc->name = sl_strdup(cfg->name && *cfg->name ? cfg->name : "rpc");
     rpc->max_frame = cfg->max_frame ? cfg->max_frame : SL_RPC_DEFAULT_MAX_FRAME;
     rpc->connect_timeout_ms = cfg->connect_timeout_ms ? cfg->connect_timeout_ms : SL_RPC_DEFAULT_CONNECT_TIMEOUT_MS;
+    rpc->tls = sl_tls_ctx_retain(cfg->tls);
     atomic_init(&rpc->port, -1);
     pthread_mutex_init(&rpc->mu, NULL);
     pthread_cond_init(&rpc->cv, NULL);
@@ -863,6 +986,7 @@ int sl_rpc_new(const sl_rpc_config_t *cfg, sl_rpc_t **out, char *err, size_t err
     if (rc < 0) {
         pthread_cond_destroy(&rpc->cv);
         pthread_mutex_destroy(&rpc->mu);
+        sl_tls_ctx_release(rpc->tls);
         sl_free(rpc->secret);
         sl_free(rpc->name);
         sl_free(rpc);
@@ -890,6 +1014,7 @@ void sl_rpc_destroy(sl_rpc_t *rpc) {
     uv_loop_close(&rpc->loop);
     pthread_cond_destroy(&rpc->cv);
     pthread_mutex_destroy(&rpc->mu);
+    sl_tls_ctx_release(rpc->tls);
     sl_free(rpc->secret);
     sl_free(rpc->name);
     sl_free(rpc);

@@ -2,7 +2,8 @@
  * rpc.h — the control-plane transport of a cluster: opaque frames between
  * the JobManager and its TaskManagers over TCP (libuv), after the
  * shared-secret handshake of common/auth.h (kind SL_AUTH_CONTROL, or SL_AUTH_ARTIFACT for
- * artifact downloads, protocol/artifact.h).
+ * artifact downloads, protocol/artifact.h),
+ * optionally inside TLS with mutual authentication (common/tls.h, cfg.tls).
  *
  * One sl_rpc_t per process runs a libuv loop on its own thread (the "loop
  * thread").  It can listen (one server socket) and connect (any number of
@@ -59,6 +60,11 @@ typedef struct sl_rpc_config {
     size_t max_frame;         /* largest frame accepted or sent; 0 = SL_RPC_DEFAULT_MAX_FRAME */
     int connect_timeout_ms;   /* resolve + connect + handshake; 0 = default (10 s) */
     const char *name;         /* for log lines ("jobmanager", "tm-2"); NULL = "rpc" (copied) */
+    /* TLS with mutual authentication (common/tls.h) before the handshake,
+     * and every byte after it inside TLS; NULL = plain TCP.  The rpc takes
+     * its own reference.  The handshake timeout of the context bounds the
+     * TLS and shared-secret handshakes. */
+    struct sl_tls_ctx *tls;
 } sl_rpc_config_t;
 
 /* Callbacks of a listener or a client connection; all run on the loop
@@ -73,7 +79,10 @@ typedef struct sl_rpc_callbacks {
     /* The connection is closed (or could not be opened); `why` says why:
      * "peer closed the connection", "connection reset by peer",
      * "connect to 127.0.0.1:6123: connection refused", "... timed out",
-     * "handshake failed: ...", "closed locally: <why>", "frame of N bytes
+     * "handshake failed: ..." (under TLS "handshake failed: TLS: peer
+     * certificate not trusted: ...", "... the peer refused our certificate
+     * (...)", "... peer is not speaking TLS (...)", "... peer speaks TLS, but
+     * TLS is off here (...)"), "closed locally: <why>", "frame of N bytes
      * exceeds the maximum of M", "rpc shut down".  Called exactly once;
      * `why` is valid only during the call. */
     void (*on_closed)(void *ctx, sl_rpc_conn_t *conn, const char *why);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/tls.h"
 #include "common/workq.h"
 #include "metrics/prom.h"
 #include "protocol/artifact.h"
@@ -358,7 +359,10 @@ int sl_tm_process_new(const sl_tm_process_config_t *cfg, sl_tm_process_t **out, 
                                  .port = cfg->data_port,
                                  .secret = p->secret,
                                  .on_channel_failed = on_channel_failed,
-                                 .ctx = p};
+                                 .ctx = p,
+                                 .tls = cfg->tls,
+                                 /* security.ssl.internal.handshake-timeout bounds TLS + secret */
+                                 .handshake_timeout_ms = cfg->tls ? sl_tls_ctx_handshake_timeout_ms(cfg->tls) : 0};
     int rc = sl_data_plane_new(&dc, &p->dp, err, errlen);
     if (rc == 0) {
         sl_tm_config_t tc = {.id = p->id,
@@ -375,7 +379,7 @@ int sl_tm_process_new(const sl_tm_process_config_t *cfg, sl_tm_process_t **out, 
     }
     if (rc == 0 && cfg->prom_port) rc = sl_prom_server_new(NULL, cfg->prom_port, prom_render, p, &p->prom, err, errlen);
     if (rc == 0) {
-        sl_rpc_config_t rcfg = {.secret = p->secret, .name = p->id};
+        sl_rpc_config_t rcfg = {.secret = p->secret, .name = p->id, .tls = cfg->tls};
         rc = sl_rpc_new(&rcfg, &p->rpc, err, errlen);
     }
     if (rc == 0) {

@@ -51,6 +51,11 @@ typedef struct sl_tm_process_config {
      * tick, must not block.  NULL: jm_host:jm_port. */
     bool (*leader)(void *ctx, char *host, size_t hcap, int *port, char *token, size_t tcap);
     void *leader_ctx;
+    /* TLS with mutual authentication on the connection to the JobManager,
+     * artifact downloads and the data plane, common/tls.h; NULL: plain TCP.
+     * Used during sl_tm_process_new only (the rpc and the data plane keep
+     * their own references). */
+    struct sl_tls_ctx *tls;
 } sl_tm_process_config_t;
 
 int sl_tm_process_new(const sl_tm_process_config_t *cfg, sl_tm_process_t **out, char *err, size_t errlen);

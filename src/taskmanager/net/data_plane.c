@@ -7,6 +7,12 @@
  * credits, the pump), the consumer side (request, credits on recycle,
  * received buffers), failure, and the commands task threads post to the
  * loop.  Everything static runs on the loop thread unless it says otherwise.
+ *
+ * TLS (cfg.tls, common/tls.h): a connection first runs the TLS handshake
+ * (state C_TLS), then the shared-secret handshake and the frames inside
+ * TLS.  conn_write is where every write goes (encrypting under TLS) and
+ * tls_read where received ciphertext becomes plaintext in rbuf; the
+ * parsing is the same for both.
  */
 #include "taskmanager/net/data_plane.h"
 
@@ -19,6 +25,7 @@
 
 #include "common/auth.h"
 #include "common/common.h"
+#include "common/tls.h"
 #include "taskmanager/net/frames.h"
 
 #define NBUCKETS 1024
@@ -62,7 +69,7 @@ typedef struct dp_pending {
     struct dp_pending *next;
 } dp_pending_t;
 
-enum { C_CONNECTING, C_HELLO, C_PROOF, C_READY, C_CLOSING };
+enum { C_CONNECTING, C_HELLO, C_PROOF, C_READY, C_CLOSING, C_TLS };
 
 struct dp_conn {
     uv_tcp_t tcp;
@@ -77,6 +84,7 @@ struct dp_conn {
     int64_t started_ns; /* when the handshake began (a silent peer is dropped after handshake_timeout_ms) */
     uint64_t *closed;  /* ids of inputs released on this connection: late buffers are dropped */
     size_t nclosed, capclosed;
+    sl_tls_t *tls;     /* NULL: plain TCP */
     dp_conn_t *next;
 };
 
@@ -107,6 +115,7 @@ struct sl_data_plane {
     int port;
     char host[64];
     char *secret;
+    sl_tls_ctx_t *tls; /* NULL: plain TCP */
     int request_timeout_ms, handshake_timeout_ms;
     sl_data_plane_failed_fn on_failed;
     void *ctx;
@@ -247,6 +256,32 @@ static void write_done(uv_write_t *req, int status) {
         fail_conn(conn, false, "data connection %s lost: %s", conn->peer, uv_strerror(status));
 }
 
+/* Hands bufs to the socket.  Under TLS they are encrypted now into one
+ * buffer owned by w (w->c and w->b still go back when it is written). */
+static int conn_write(dp_conn_t *conn, dp_write_t *w, const uv_buf_t *bufs, unsigned nb) {
+    if (!conn->tls) return uv_write(&w->req, (uv_stream_t *)&conn->tcp, bufs, nb, write_done);
+    for (unsigned i = 0; i < nb; i++)
+        if (sl_tls_write(conn->tls, (const uint8_t *)bufs[i].base, bufs[i].len) < 0) return UV_EPROTO;
+    size_t n = sl_tls_pending(conn->tls);
+    sl_free(w->owned);
+    w->owned = sl_malloc(n ? n : 1);
+    uv_buf_t c = uv_buf_init((char *)w->owned, (unsigned)sl_tls_take(conn->tls, w->owned, n));
+    return uv_write(&w->req, (uv_stream_t *)&conn->tcp, &c, 1, write_done);
+}
+
+/* Writes the ciphertext the TLS session produced (its handshake, alerts). */
+static void tls_flush(dp_conn_t *conn) {
+    size_t n = sl_tls_pending(conn->tls);
+    if (!n) return;
+    dp_write_t *w = sl_calloc(1, sizeof *w);
+    w->owned = sl_malloc(n);
+    uv_buf_t buf = uv_buf_init((char *)w->owned, (unsigned)sl_tls_take(conn->tls, w->owned, n));
+    if (uv_write(&w->req, (uv_stream_t *)&conn->tcp, &buf, 1, write_done) < 0) {
+        sl_free(w->owned);
+        sl_free(w);
+    }
+}
+
 /* Queues one frame; with c and b the payload is b's bytes, given back to
  * c's channel when written, otherwise the payload is copied. */
 static void conn_send(dp_conn_t *conn, int type, uint64_t id, uint32_t value, const void *payload, uint32_t len,
@@ -271,7 +306,7 @@ static void conn_send(dp_conn_t *conn, int type, uint64_t id, uint32_t value, co
         w->b = b;
         c->writes_pending++;
     }
-    int rc = uv_write(&w->req, (uv_stream_t *)&conn->tcp, bufs, (unsigned)nb, write_done);
+    int rc = conn_write(conn, w, bufs, (unsigned)nb);
     if (rc < 0) { /* only when the stream is already closing: give the buffer back now */
         w->req.handle = (uv_stream_t *)&conn->tcp;
         write_done(&w->req, UV_ECANCELED);
@@ -284,7 +319,7 @@ static void conn_send_raw(dp_conn_t *conn, const void *p, size_t n) {
     w->owned = sl_malloc(n);
     memcpy(w->owned, p, n);
     uv_buf_t buf = uv_buf_init((char *)w->owned, (unsigned)n);
-    if (uv_write(&w->req, (uv_stream_t *)&conn->tcp, &buf, 1, write_done) < 0) {
+    if (conn_write(conn, w, &buf, 1) < 0) {
         sl_free(w->owned);
         sl_free(w);
     }
@@ -292,6 +327,7 @@ static void conn_send_raw(dp_conn_t *conn, const void *p, size_t n) {
 
 static void conn_closed(uv_handle_t *h) {
     dp_conn_t *conn = h->data;
+    sl_tls_free(conn->tls);
     sl_buf_free(&conn->rbuf);
     sl_free(conn->closed);
     sl_free(conn);
@@ -395,6 +431,11 @@ static void conn_process(dp_conn_t *conn) {
         size_t avail = conn->rbuf.len - pos;
         if (conn->state == C_HELLO) {
             if (avail < SL_AUTH_HELLO_LEN) break;
+            if (!conn->tls && p[0] == 0x16 && p[1] == 0x03) {
+                fail_conn(conn, true, "data connection %s refused: peer speaks TLS, but TLS is off here "
+                          "(security.ssl.internal.enabled)", conn->peer);
+                return;
+            }
             if (sl_auth_hello_parse(p, conn->mine.role, &conn->theirs, err, sizeof err) < 0) {
                 fail_conn(conn, true, "data connection %s refused: %s", conn->peer, err);
                 return;
@@ -440,9 +481,54 @@ static void conn_process(dp_conn_t *conn) {
     conn->rbuf.len -= pos;
 }
 
+static void conn_hello(dp_conn_t *conn);
+
+/* TLS: n bytes of ciphertext (read into rbuf's spare room) -> the TLS
+ * handshake, then plaintext appended to rbuf and parsed as without TLS. */
+static void tls_read(dp_conn_t *conn, const uint8_t *p, size_t n) {
+    sl_tls_t *t = conn->tls;
+    if (sl_tls_feed(t, p, n) < 0) goto failed; /* copied: the room in rbuf is free again */
+    if (conn->state == C_TLS) {
+        int r = sl_tls_handshake(t);
+        tls_flush(conn);
+        if (r < 0) goto failed;
+        if (r == 0) return;
+        conn_hello(conn);
+        if (conn->state == C_CLOSING) return;
+    }
+    for (;;) {
+        sl_buf_reserve(&conn->rbuf, READ_CHUNK);
+        ssize_t k = sl_tls_read(t, conn->rbuf.p + conn->rbuf.len, conn->rbuf.cap - conn->rbuf.len);
+        if (k < 0) goto failed;
+        if (k == 0) break;
+        conn->rbuf.len += (size_t)k;
+    }
+    tls_flush(conn);
+    conn_process(conn);
+    return;
+failed:
+    tls_flush(conn); /* an alert, if OpenSSL made one */
+    if (sl_tls_closed(t) && conn->rbuf.len == 0)
+        fail_conn(conn, false, "data connection %s lost: end of file", conn->peer);
+    else if (sl_tls_closed(t))
+        fail_conn(conn, true, "data connection %s closed: truncated frame (%zu bytes, then end of file)", conn->peer,
+                  conn->rbuf.len);
+    else
+        fail_conn(conn, true, "data connection %s refused: TLS: %s", conn->peer, sl_tls_error(t));
+}
+
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
-    SL_UNUSED(buf);
     dp_conn_t *conn = s->data;
+    if (nread > 0 && conn->tls) {
+        tls_read(conn, (const uint8_t *)buf->base, (size_t)nread);
+        return;
+    }
+    if (nread == UV_EOF && !conn->tls && conn->state == C_HELLO && conn->rbuf.len >= 2 && conn->rbuf.p[0] == 0x15 &&
+        conn->rbuf.p[1] == 0x03) { /* a TLS alert where a hello belongs: tls.c's answer to a plain peer */
+        fail_conn(conn, true, "data connection %s refused: peer speaks TLS, but TLS is off here "
+                  "(security.ssl.internal.enabled)", conn->peer);
+        return;
+    }
     if (nread == UV_EOF && conn->rbuf.len > 0) {
         fail_conn(conn, true, "data connection %s closed: truncated frame (%zu bytes, then end of file)", conn->peer,
                   conn->rbuf.len);
@@ -456,17 +542,36 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     conn_process(conn);
 }
 
-static void conn_start(dp_conn_t *conn) {
-    uv_tcp_nodelay(&conn->tcp, 1);
+/* The shared-secret handshake's hello (inside TLS when there is TLS). */
+static void conn_hello(dp_conn_t *conn) {
     uint8_t hello[SL_AUTH_HELLO_LEN];
     if (sl_auth_hello_make(&conn->mine, SL_AUTH_DATA, conn->outbound ? 0 : 1, hello) < 0) {
         fail_conn(conn, false, "data connection %s: no random bytes for the handshake", conn->peer);
         return;
     }
     conn->state = C_HELLO;
+    conn_send_raw(conn, hello, sizeof hello);
+}
+
+static void conn_start(dp_conn_t *conn) {
+    uv_tcp_nodelay(&conn->tcp, 1);
     conn->started_ns = sl_mono_ns();
     uv_tcp_keepalive(&conn->tcp, 1, 30); /* a peer that vanished without a reset */
-    conn_send_raw(conn, hello, sizeof hello);
+    if (conn->dp->tls) { /* TLS first: the client's ClientHello */
+        conn->tls = sl_tls_new(conn->dp->tls, !conn->outbound);
+        conn->state = C_TLS;
+        if (conn->outbound) {
+            int r = sl_tls_handshake(conn->tls);
+            tls_flush(conn);
+            if (r < 0) {
+                fail_conn(conn, true, "data connection %s refused: TLS: %s", conn->peer, sl_tls_error(conn->tls));
+                return;
+            }
+        }
+    } else {
+        conn_hello(conn);
+        if (conn->state == C_CLOSING) return;
+    }
     uv_read_start((uv_stream_t *)&conn->tcp, alloc_cb, read_cb);
 }
 
@@ -580,7 +685,7 @@ static void on_timer(uv_timer_t *t) {
     int64_t now = sl_mono_ns();
     for (dp_conn_t *conn = dp->conns, *next; conn; conn = next) {
         next = conn->next;
-        if ((conn->state == C_HELLO || conn->state == C_PROOF) &&
+        if ((conn->state == C_TLS || conn->state == C_HELLO || conn->state == C_PROOF) &&
             now - conn->started_ns > (int64_t)dp->handshake_timeout_ms * 1000000)
             fail_conn(conn, true, "data connection %s refused: no handshake within %d ms", conn->peer,
                       dp->handshake_timeout_ms);
@@ -886,6 +991,7 @@ int sl_data_plane_new(const sl_data_plane_config_t *cfg, sl_data_plane_t **out, 
     sl_data_plane_t *dp = sl_calloc(1, sizeof *dp);
     snprintf(dp->host, sizeof dp->host, "%s", cfg->host ? cfg->host : "127.0.0.1");
     dp->secret = sl_strdup(cfg->secret ? cfg->secret : "");
+    dp->tls = sl_tls_ctx_retain(cfg->tls);
     dp->request_timeout_ms = cfg->request_timeout_ms > 0 ? cfg->request_timeout_ms : 30000;
     dp->handshake_timeout_ms = cfg->handshake_timeout_ms > 0 ? cfg->handshake_timeout_ms : 10000;
     dp->on_failed = cfg->on_channel_failed;
@@ -907,6 +1013,7 @@ int sl_data_plane_new(const sl_data_plane_config_t *cfg, sl_data_plane_t **out, 
         uv_loop_close(&dp->loop);
         pthread_mutex_destroy(&dp->mu);
         pthread_cond_destroy(&dp->cv);
+        sl_tls_ctx_release(dp->tls);
         sl_free(dp->secret);
         sl_free(dp);
         return SL_EIO;
@@ -941,6 +1048,7 @@ void sl_data_plane_destroy(sl_data_plane_t *dp) {
     uv_loop_close(&dp->loop);
     pthread_mutex_destroy(&dp->mu);
     pthread_cond_destroy(&dp->cv);
+    sl_tls_ctx_release(dp->tls);
     sl_free(dp->secret);
     sl_free(dp);
 }

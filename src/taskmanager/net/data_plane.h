@@ -31,7 +31,8 @@
  * channel between them reuses one of them).
  *
  * Every connection starts with the shared-secret handshake of common/auth.h
- * (kind SL_AUTH_DATA); a failure is logged to stderr with the peer's address
+ * (kind SL_AUTH_DATA), inside TLS with mutual authentication when cfg.tls is
+ * set (common/tls.h: the TLS handshake first); a failure is logged to stderr with the peer's address
  * and the connection is closed without reading anything else.  When a
  * connection fails (reset, EOF, bad frame, handshake), each channel on it is
  * cancelled (sl_channel_cancel, the consumer's waker signalled) and
@@ -70,6 +71,10 @@ typedef struct sl_data_plane_config {
     int handshake_timeout_ms; /* a connection that has not authenticated by then is closed, 0 = 10 s */
     sl_data_plane_failed_fn on_channel_failed; /* may be NULL */
     void *ctx;
+    /* TLS with mutual authentication before the handshake, every byte after
+     * it inside TLS (common/tls.h); NULL = plain TCP.  The data plane takes
+     * its own reference. */
+    struct sl_tls_ctx *tls;
 } sl_data_plane_config_t;
 
 /* Binds the listening socket and starts the loop thread.  0, or a negative
