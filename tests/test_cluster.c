@@ -11,8 +11,9 @@
  *   - kill9_failover: kill -9 of a random TaskManager at random moments,
  *     a replacement started each time (SLUICE_CLUSTER_KILLS, default 3);
  *   - heartbeat_timeout: a TaskManager stopped with SIGSTOP is declared
- *     lost within heartbeat.timeout plus one interval (plus scheduling
- *     slack), and the job recovers on the others;
+ *     lost within heartbeat.timeout (10 s, interval 2 s: sluice's defaults
+ *     and the seeds') plus one interval (plus scheduling slack), and the
+ *     job recovers on the others;
  *   - rescale_2_to_3: a checkpoint taken at parallelism 2 on two
  *     TaskManagers, the whole cluster killed, restored at 3 on three;
  *   - too_few_slots: the job waits slot.request.timeout, then fails saying
@@ -157,8 +158,9 @@ TEST(kill9_failover) {
 TEST(heartbeat_timeout) {
     cluster_t c;
     cl_cluster_init(&c, "heartbeat");
-    c.hb_interval = getenv("SLUICE_CLUSTER_HB_INTERVAL") ? getenv("SLUICE_CLUSTER_HB_INTERVAL") : "500 ms";
-    c.hb_timeout = getenv("SLUICE_CLUSTER_HB_TIMEOUT") ? getenv("SLUICE_CLUSTER_HB_TIMEOUT") : "3 s";
+    /* sluice's defaults, which are the seeds' 10 s (PRODUCT.md S4) */
+    c.hb_interval = getenv("SLUICE_CLUSTER_HB_INTERVAL") ? getenv("SLUICE_CLUSTER_HB_INTERVAL") : "2 s";
+    c.hb_timeout = getenv("SLUICE_CLUSTER_HB_TIMEOUT") ? getenv("SLUICE_CLUSTER_HB_TIMEOUT") : "10 s";
     int64_t timeout_ms = atoi(c.hb_timeout) * (strstr(c.hb_timeout, "ms") ? 1 : 1000);
     int64_t interval_ms = atoi(c.hb_interval) * (strstr(c.hb_interval, "ms") ? 1 : 1000);
     cl_start_jm(&c);
