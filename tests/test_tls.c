@@ -24,6 +24,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
@@ -836,6 +838,141 @@ TEST(data_plane_channels_both_ways) {
     sl_tls_ctx_release(t2);
 }
 
+/* A relay between a consumer's data plane and a producer's: it forwards
+ * the bytes both ways in random pieces of 1..3000 bytes, each its own TCP
+ * segment, so that TLS records and the frames inside them reach the
+ * reader split at every place (the reads then end inside a frame's header
+ * or payload, which exercises the receiver's partial-frame paths). */
+typedef struct relay {
+    int lsock, port, target_port;
+    uint64_t seed;
+    atomic_int stop;
+    long pieces;
+} relay_t;
+
+static int relay_write_all(int fd, const uint8_t *p, size_t n) {
+    while (n > 0) {
+        ssize_t k = write(fd, p, n);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        p += k;
+        n -= (size_t)k;
+    }
+    return 0;
+}
+
+static void *relay_main(void *arg) {
+    relay_t *r = arg;
+    struct pollfd lp = {.fd = r->lsock, .events = POLLIN};
+    if (poll(&lp, 1, 10000) != 1) return NULL;
+    int fd[2] = {accept(r->lsock, NULL, NULL), socket(AF_INET, SOCK_STREAM, 0)};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)r->target_port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (fd[0] < 0 || connect(fd[1], (struct sockaddr *)&a, sizeof a) < 0) goto out;
+    int one = 1;
+    for (int i = 0; i < 2; i++) setsockopt(fd[i], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    uint8_t buf[3000];
+    while (!atomic_load(&r->stop)) {
+        struct pollfd pf[2] = {{.fd = fd[0], .events = POLLIN}, {.fd = fd[1], .events = POLLIN}};
+        if (poll(pf, 2, 50) <= 0) continue;
+        for (int i = 0; i < 2; i++) {
+            if (!(pf[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            size_t want = 1 + (size_t)(splitmix(&r->seed) % sizeof buf);
+            ssize_t k = read(fd[i], buf, want);
+            if (k <= 0 || relay_write_all(fd[1 - i], buf, (size_t)k) < 0) goto out;
+            r->pieces++;
+            if (splitmix(&r->seed) % 4 == 0) usleep(20); /* the reader sees this piece alone */
+        }
+    }
+out:
+    for (int i = 0; i < 2; i++)
+        if (fd[i] >= 0) close(fd[i]);
+    return NULL;
+}
+
+/* Two channels from a producer's data plane to a consumer's through the
+ * relay, with TLS (TLS 1.2 and 1.3) and without: every buffer arrives
+ * whole and in order, nobody fails. */
+TEST(data_plane_split_ciphertext) {
+    sl_tls_ctx_t *t12a = ctx_of("node1-ks.pem", NULL, "ca.pem", NULL, NULL);
+    sl_tls_ctx_t *t12b = ctx_of("node2.p12", "ks-secret", "trust.p12", "ts-secret", NULL);
+    sl_tls_ctx_t *t13a = ctx_of("node1-ks.pem", NULL, "ca.pem", NULL, "TLSv1.3");
+    sl_tls_ctx_t *t13b = ctx_of("node2.p12", "ks-secret", "trust.p12", "ts-secret", "TLSv1.3");
+    CHECK(t12a && t12b && t13a && t13b);
+    sl_tls_ctx_t *ctxs[3][2] = {{t12a, t12b}, {t13a, t13b}, {NULL, NULL}};
+    const char *names[3] = {"TLSv1.2", "TLSv1.3", "plain"};
+    uint64_t seed = (uint64_t)time(NULL) ^ 0x5eed;
+    fprintf(stderr, "split ciphertext seed %llu\n", (unsigned long long)seed);
+    for (int v = 0; v < 3; v++) {
+        dp_fails_t f1 = {.mu = PTHREAD_MUTEX_INITIALIZER}, f2 = {.mu = PTHREAD_MUTEX_INITIALIZER};
+        sl_data_plane_t *prod_dp = dp_make(ctxs[v][0], "s", &f1), *cons_dp = dp_make(ctxs[v][1], "s", &f2);
+        relay_t r = {.lsock = socket(AF_INET, SOCK_STREAM, 0), .target_port = sl_data_plane_port(prod_dp),
+                     .seed = seed + (uint64_t)v};
+        struct sockaddr_in a = {.sin_family = AF_INET};
+        inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+        socklen_t alen = sizeof a;
+        CHECK_EQ(bind(r.lsock, (struct sockaddr *)&a, sizeof a), 0);
+        CHECK_EQ(listen(r.lsock, 4), 0);
+        getsockname(r.lsock, (struct sockaddr *)&a, &alen);
+        r.port = ntohs(a.sin_port);
+        pthread_t tr;
+        pthread_create(&tr, NULL, relay_main, &r);
+        enum { NCH = 2 };
+        sl_waker_t wk[NCH];
+        sl_channel_t *out[NCH], *in[NCH];
+        dp_flow_t prod[NCH], cons[NCH];
+        pthread_t tp[NCH], tc[NCH];
+        for (int i = 0; i < NCH; i++) {
+            sl_waker_init(&wk[i]);
+            out[i] = sl_channel_new(4, DP_BUFSZ, NULL);
+            in[i] = sl_channel_new(2 + i * 3, DP_BUFSZ, &wk[i]); /* 2 and 5 buffers: credit per 1 and per 2 */
+            uint64_t id = 0x7200 + (uint64_t)i;
+            CHECK_EQ(sl_data_plane_add_output(prod_dp, id, out[i]), 0);
+            char err[256];
+            CHECK_EQ(sl_data_plane_add_input(cons_dp, id, "127.0.0.1", r.port, in[i], err, sizeof err), 0);
+            int n = 200 + (int)(splitmix(&seed) % 200);
+            uint64_t s = seed * 7 + (uint64_t)(v * NCH + i);
+            prod[i] = (dp_flow_t){.ch = out[i], .seed = s, .n = n};
+            cons[i] = (dp_flow_t){.ch = in[i], .waker = &wk[i], .seed = s, .n = n};
+            pthread_create(&tp[i], NULL, dp_produce, &prod[i]);
+            pthread_create(&tc[i], NULL, dp_consume, &cons[i]);
+        }
+        int bad = 0;
+        for (int i = 0; i < NCH; i++) {
+            pthread_join(tc[i], NULL);
+            if (cons[i].rc) sl_channel_cancel(out[i]);
+            pthread_join(tp[i], NULL);
+            if (cons[i].rc || prod[i].rc) {
+                fprintf(stderr, "%s channel %d: consumer \"%s\", producer \"%s\"\n", names[v], i, cons[i].why,
+                        prod[i].why);
+                bad++;
+            }
+        }
+        for (int i = 0; i < NCH; i++) {
+            sl_data_plane_remove(cons_dp, 0x7200 + (uint64_t)i);
+            sl_data_plane_remove(prod_dp, 0x7200 + (uint64_t)i);
+        }
+        sl_data_plane_destroy(cons_dp);
+        sl_data_plane_destroy(prod_dp);
+        atomic_store(&r.stop, 1);
+        pthread_join(tr, NULL);
+        close(r.lsock);
+        for (int i = 0; i < NCH; i++) {
+            sl_channel_destroy(out[i]);
+            sl_channel_destroy(in[i]);
+            sl_waker_destroy(&wk[i]);
+        }
+        fprintf(stderr, "  %s: %ld pieces relayed\n", names[v], r.pieces);
+        CHECK_EQ(bad, 0);
+        CHECK_EQ(f1.n + f2.n, 0);
+        for (int i = 0; i < NCH; i++) CHECK_EQ(cons[i].got, cons[i].n);
+    }
+    sl_tls_ctx_release(t12a);
+    sl_tls_ctx_release(t12b);
+    sl_tls_ctx_release(t13a);
+    sl_tls_ctx_release(t13b);
+}
+
 /* A consumer's data plane that cannot authenticate: its input fails with
  * the cause; the producer's log names it too. */
 static void dp_refused(sl_tls_ctx_t *prod_tls, sl_tls_ctx_t *cons_tls, const char *cons_msg, const char *log_msg) {
@@ -901,6 +1038,7 @@ int main(void) {
     RUN(rpc_refusals_name_the_cause);
     RUN(rpc_silent_peer_times_out);
     RUN(data_plane_channels_both_ways);
+    RUN(data_plane_split_ciphertext);
     RUN(data_plane_refusals_name_the_cause);
     char cmd[800];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", sl_test_tmpdir());

@@ -252,3 +252,51 @@ void sl_channel_send_inband(sl_channel_t *ch, const void *data, uint32_t len) {
     e->priority = true;
     sl_channel_send(ch, e);
 }
+
+void sl_channel_send_many(sl_channel_t *ch, sl_nbuf_t *head, sl_nbuf_t *tail, int n) {
+    if (!head) return;
+    long long bytes = 0;
+    for (const sl_nbuf_t *b = head; b; b = b->next) bytes += b->len;
+    atomic_fetch_add(&ch->bytes, bytes);
+    pthread_mutex_lock(&ch->mu);
+    tail->next = NULL;
+    if (ch->full_tail)
+        ch->full_tail->next = head;
+    else
+        ch->full_head = head;
+    ch->full_tail = tail;
+    atomic_fetch_add(&ch->queued, n);
+    if (ch->on_send) ch->on_send(ch->hook_ctx);
+    pthread_mutex_unlock(&ch->mu);
+    if (ch->consumer) sl_waker_signal(ch->consumer);
+}
+
+void sl_channel_recycle_many(sl_channel_t *ch, sl_nbuf_t *head) {
+    sl_nbuf_t *keep = NULL, *keep_tail = NULL;
+    int n = 0;
+    while (head) {
+        sl_nbuf_t *b = head;
+        head = b->next;
+        if (b->priority) {
+            sl_free(b->data);
+            sl_free(b);
+            continue;
+        }
+        if (b->cap > ch->buf_size) {
+            b->data = sl_realloc(b->data, ch->buf_size);
+            b->cap = ch->buf_size;
+        }
+        b->next = keep;
+        keep = b;
+        if (!keep_tail) keep_tail = b;
+        n++;
+    }
+    if (!keep) return;
+    pthread_mutex_lock(&ch->mu);
+    keep_tail->next = ch->free_list;
+    ch->free_list = keep;
+    pthread_cond_signal(&ch->cv); /* one producer */
+    if (ch->on_recycle)
+        for (int i = 0; i < n; i++) ch->on_recycle(ch->hook_ctx);
+    pthread_mutex_unlock(&ch->mu);
+}

@@ -128,5 +128,12 @@ sl_nbuf_t *sl_channel_try_acquire(sl_channel_t *ch, uint32_t need);
  * (a remote priority event arrives in order on the receiving side); it
  * takes no credit and is freed on recycle. */
 void sl_channel_send_inband(sl_channel_t *ch, const void *data, uint32_t len);
+/* Producer: sl_channel_send of a chain of n buffers (linked by `next`,
+ * head..tail, in order) under one lock, with one consumer wake-up. */
+void sl_channel_send_many(sl_channel_t *ch, sl_nbuf_t *head, sl_nbuf_t *tail, int n);
+/* Consumer: sl_channel_recycle of a chain of buffers (linked by `next`,
+ * NULL-terminated) under one lock, with one producer wake-up; the
+ * on_recycle hook still runs once per credit buffer. */
+void sl_channel_recycle_many(sl_channel_t *ch, sl_nbuf_t *head);
 
 #endif

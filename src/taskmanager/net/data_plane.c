@@ -3,16 +3,22 @@
  * (see data_plane.h for the design, frames.h for the wire format).
  *
  * Layout: tables of registered channels (outputs and inputs, by id),
- * connections (handshake, read/parse, writes), the producer side (requests,
- * credits, the pump), the consumer side (request, credits on recycle,
- * received buffers), failure, and the commands task threads post to the
- * loop.  Everything static runs on the loop thread unless it says otherwise.
+ * socket writes (conn_queue gathers a loop turn's frames, conn_flush writes
+ * them in one writev, write_done gives the buffers back), connections
+ * (handshake, socket reads: alloc_cb / read_cb, straight into a channel
+ * buffer for a BUFFER payload; parsing in conn_process), the producer side
+ * (requests, credits, the pump), the consumer side (request, credits on
+ * recycle, received buffers gathered per channel), failure, and the
+ * commands task threads post to the loop.  Everything static runs on the
+ * loop thread unless it says otherwise.
  *
  * TLS (cfg.tls, common/tls.h): a connection first runs the TLS handshake
  * (state C_TLS), then the shared-secret handshake and the frames inside
- * TLS.  conn_write is where every write goes (encrypting under TLS) and
- * tls_read where received ciphertext becomes plaintext in rbuf; the
- * parsing is the same for both.
+ * TLS.  conn_flush encrypts the turn's gathered segments and writes the
+ * session's ciphertext in one write (the plaintext buffers still go back
+ * in write_done); tls_read turns received ciphertext into plaintext in
+ * rbuf, parsed as without TLS (a BUFFER payload is then not read straight
+ * into its buffer: it must go through the session first).
  */
 #include "taskmanager/net/data_plane.h"
 
@@ -30,8 +36,14 @@
 
 #define NBUCKETS 1024
 #define READ_CHUNK (256u << 10)
+#define READ_PLAIN READ_CHUNK /* most bytes read into rbuf at once (the tail of a BUFFER not in it goes straight to its buffer) */
+#define DIRECT_MIN 1024u       /* a BUFFER payload at least this long may be read straight into its buffer */
+
+#define MAX_SEGS 512 /* iovecs gathered into one write before it is flushed early */
+#define TLS_STAGE 16384 /* plaintext gathered into one sl_tls_write (one full TLS record) */
 
 typedef struct dp_conn dp_conn_t;
+typedef struct dp_write dp_write_t;
 
 /* One registered channel, an output (producer side) or an input. */
 typedef struct dp_chan {
@@ -84,17 +96,45 @@ struct dp_conn {
     int64_t started_ns; /* when the handshake began (a silent peer is dropped after handshake_timeout_ms) */
     uint64_t *closed;  /* ids of inputs released on this connection: late buffers are dropped */
     size_t nclosed, capclosed;
+    dp_write_t *wb;    /* frames queued this loop turn, written by conn_flush in one writev */
+    /* received buffers of one channel not yet handed to it (one send, one wake-up per read) */
+    dp_chan_t *rx_c;
+    sl_nbuf_t *rx_head, *rx_tail;
+    int rx_n;
+    /* a BUFFER whose payload is being read straight into dst_b (dst_got of dst_len bytes so far) */
+    dp_chan_t *dst_c;
+    sl_nbuf_t *dst_b;
+    uint32_t dst_len, dst_got;
+    uint32_t skip;     /* payload bytes of a dropped BUFFER still to read away */
     sl_tls_t *tls;     /* NULL: plain TCP */
+    bool tls_broken;   /* encrypting failed in conn_flush: flush_all fails the connection */
     dp_conn_t *next;
 };
 
-typedef struct dp_write {
-    uv_write_t req;
-    uint8_t hdr[SL_FRAME_HEADER];
-    dp_chan_t *c;      /* with b: a channel buffer to give back when written */
+/* One gathered write: the frames a loop turn queued on a connection. */
+typedef struct dp_seg {
+    int hdr;            /* index of its 17-byte header in hdrs, or -1 for raw bytes at p */
+    const uint8_t *p;
+    uint32_t len;
+} dp_seg_t;
+typedef struct dp_hdr {
+    uint8_t b[SL_FRAME_HEADER];
+} dp_hdr_t;
+typedef struct dp_wbuf {
+    dp_chan_t *c;       /* a channel buffer to give back to c when written */
     sl_nbuf_t *b;
-    uint8_t *owned;    /* a copied payload to free */
-} dp_write_t;
+} dp_wbuf_t;
+struct dp_write {
+    uv_write_t req;
+    dp_hdr_t *hdrs;     /* frame headers (segments point into it only at flush: it grows) */
+    int nhdrs, caphdrs;
+    dp_seg_t *segs;
+    int nsegs, capsegs;
+    dp_wbuf_t *bufs;
+    int nbufs, capbufs;
+    void **owned;       /* copied payloads to free */
+    int nowned, capowned;
+};
 
 enum { CMD_ADD_OUTPUT, CMD_ADD_INPUT, CMD_REMOVE, CMD_STOP };
 typedef struct dp_cmd {
@@ -111,6 +151,8 @@ struct sl_data_plane {
     uv_tcp_t listener;
     uv_async_t async;
     uv_timer_t timer;
+    uv_prepare_t prepare; /* prepare and check flush every connection's gathered writes */
+    uv_check_t check;
     pthread_t thread;
     int port;
     char host[64];
@@ -236,97 +278,235 @@ static void process_notify(sl_data_plane_t *dp) {
 
 /* ---- connections --------------------------------------------------------- */
 
+/* ---- socket writes ---------------------------------------------------------
+ * Every byte a connection sends goes through conn_queue (appends a segment
+ * to the turn's gathered write), conn_flush (one uv_write = one writev of
+ * everything queued) and write_done (gives the buffers back).  Under TLS
+ * conn_flush encrypts the segments (tls_encrypt) and writes the session's
+ * ciphertext instead; tls_flush writes what the session produced by itself
+ * (its handshake, alerts).  Ciphertext leaves in the order the session made
+ * it: every take is written at once, and uv_write keeps the order. */
+
+#define GROW(arr, n, cap) \
+    do { \
+        if ((n) == (cap)) (arr) = sl_realloc((arr), (size_t)((cap) = (cap) ? 2 * (cap) : 16) * sizeof *(arr)); \
+    } while (0)
+
+static void wbuf_free(dp_write_t *w) {
+    for (int i = 0; i < w->nowned; i++) sl_free(w->owned[i]);
+    sl_free(w->owned);
+    sl_free(w->hdrs);
+    sl_free(w->segs);
+    sl_free(w->bufs);
+    sl_free(w);
+}
+
+/* Gives the written buffers back: a run of buffers of one channel becomes
+ * one sl_channel_recycle_many (one wake-up of its producer). */
 static void write_done(uv_write_t *req, int status) {
     dp_write_t *w = (dp_write_t *)req;
     dp_conn_t *conn = req->handle->data;
-    if (w->b) {
-        dp_chan_t *c = w->c;
-        c->writes_pending--;
-        if (c->removed) {
-            sl_free(w->b->data); /* the channel may be gone: the buffer is ours */
-            sl_free(w->b);
-            if (c->writes_pending == 0) chan_release(c);
-        } else {
-            sl_channel_recycle(c->ch, w->b); /* a priority event is freed by it */
+    for (int i = 0; i < w->nbufs;) {
+        dp_chan_t *c = w->bufs[i].c;
+        sl_nbuf_t *chain = NULL, **tail = &chain;
+        int j = i;
+        for (; j < w->nbufs && w->bufs[j].c == c; j++) {
+            sl_nbuf_t *b = w->bufs[j].b;
+            if (c->removed) { /* the channel may be gone: the buffer is ours */
+                sl_free(b->data);
+                sl_free(b);
+            } else {
+                b->next = NULL;
+                *tail = b;
+                tail = &b->next;
+            }
         }
+        if (chain) sl_channel_recycle_many(c->ch, chain); /* a priority event is freed by it */
+        c->writes_pending -= j - i;
+        if (c->removed && c->writes_pending == 0) chan_release(c);
+        i = j;
     }
-    sl_free(w->owned);
-    sl_free(w);
+    wbuf_free(w);
     if (status < 0 && status != UV_ECANCELED)
         fail_conn(conn, false, "data connection %s lost: %s", conn->peer, uv_strerror(status));
 }
 
-/* Hands bufs to the socket.  Under TLS they are encrypted now into one
- * buffer owned by w (w->c and w->b still go back when it is written). */
-static int conn_write(dp_conn_t *conn, dp_write_t *w, const uv_buf_t *bufs, unsigned nb) {
-    if (!conn->tls) return uv_write(&w->req, (uv_stream_t *)&conn->tcp, bufs, nb, write_done);
-    for (unsigned i = 0; i < nb; i++)
-        if (sl_tls_write(conn->tls, (const uint8_t *)bufs[i].base, bufs[i].len) < 0) return UV_EPROTO;
-    size_t n = sl_tls_pending(conn->tls);
-    sl_free(w->owned);
-    w->owned = sl_malloc(n ? n : 1);
-    uv_buf_t c = uv_buf_init((char *)w->owned, (unsigned)sl_tls_take(conn->tls, w->owned, n));
-    return uv_write(&w->req, (uv_stream_t *)&conn->tcp, &c, 1, write_done);
+/* TLS: the segments of w, in order, into the session, gathered into
+ * records of TLS_STAGE bytes (a 17-byte header is not a record of its
+ * own); then the session's ciphertext into one buffer owned by w.  0, or
+ * SL_EIO (sl_tls_error says why). */
+static int tls_encrypt(dp_conn_t *conn, dp_write_t *w, uv_buf_t *out) {
+    sl_tls_t *t = conn->tls;
+    uint8_t stage[TLS_STAGE];
+    size_t k = 0;
+    for (int i = 0; i < w->nsegs; i++) {
+        const dp_seg_t *g = &w->segs[i];
+        const uint8_t *p = g->hdr >= 0 ? w->hdrs[g->hdr].b : g->p;
+        size_t len = g->len;
+        while (len > 0) {
+            if (k == 0 && len >= TLS_STAGE) { /* a big payload: no copy */
+                if (sl_tls_write(t, p, len) < 0) return SL_EIO;
+                break;
+            }
+            size_t n = len < TLS_STAGE - k ? len : TLS_STAGE - k;
+            memcpy(stage + k, p, n);
+            k += n;
+            p += n;
+            len -= n;
+            if (k == TLS_STAGE) {
+                if (sl_tls_write(t, stage, k) < 0) return SL_EIO;
+                k = 0;
+            }
+        }
+    }
+    if (k && sl_tls_write(t, stage, k) < 0) return SL_EIO;
+    size_t n = sl_tls_pending(t);
+    uint8_t *c = sl_malloc(n ? n : 1);
+    GROW(w->owned, w->nowned, w->capowned);
+    w->owned[w->nowned++] = c;
+    *out = uv_buf_init((char *)c, (unsigned)sl_tls_take(t, c, n));
+    return 0;
 }
 
-/* Writes the ciphertext the TLS session produced (its handshake, alerts). */
+/* Writes everything queued on the connection (one writev; under TLS one
+ * write of its ciphertext). */
+static void conn_flush(dp_conn_t *conn) {
+    dp_write_t *w = conn->wb;
+    if (!w) return;
+    conn->wb = NULL;
+    if (conn->tls) {
+        uv_buf_t c;
+        bool sealed = tls_encrypt(conn, w, &c) == 0;
+        if (!sealed || uv_write(&w->req, (uv_stream_t *)&conn->tcp, &c, 1, write_done) < 0) {
+            w->req.handle = (uv_stream_t *)&conn->tcp; /* give the buffers back now */
+            write_done(&w->req, UV_ECANCELED);
+            /* the session failed: nothing after this can be sent.  Not failed
+             * here: a caller (out_pump) may still hold the connection. */
+            if (!sealed) conn->tls_broken = true;
+        }
+        return;
+    }
+    uv_buf_t small[16] = {{0}}, *bufs = small;
+    if (w->nsegs > 16) bufs = sl_malloc((size_t)w->nsegs * sizeof *bufs);
+    for (int i = 0; i < w->nsegs; i++) {
+        const dp_seg_t *g = &w->segs[i];
+        const uint8_t *p = g->hdr >= 0 ? w->hdrs[g->hdr].b : g->p;
+        bufs[i] = uv_buf_init((char *)p, g->len);
+    }
+    int rc = uv_write(&w->req, (uv_stream_t *)&conn->tcp, bufs, (unsigned)w->nsegs, write_done); /* copies bufs */
+    if (bufs != small) sl_free(bufs);
+    if (rc < 0) { /* only when the stream is already closing: give the buffers back now */
+        w->req.handle = (uv_stream_t *)&conn->tcp;
+        write_done(&w->req, UV_ECANCELED);
+    }
+}
+
+/* Writes the ciphertext the TLS session produced by itself (its handshake,
+ * alerts, a reply to what it read) at once. */
 static void tls_flush(dp_conn_t *conn) {
     size_t n = sl_tls_pending(conn->tls);
     if (!n) return;
     dp_write_t *w = sl_calloc(1, sizeof *w);
-    w->owned = sl_malloc(n);
-    uv_buf_t buf = uv_buf_init((char *)w->owned, (unsigned)sl_tls_take(conn->tls, w->owned, n));
-    if (uv_write(&w->req, (uv_stream_t *)&conn->tcp, &buf, 1, write_done) < 0) {
-        sl_free(w->owned);
-        sl_free(w);
+    uint8_t *c = sl_malloc(n);
+    GROW(w->owned, w->nowned, w->capowned);
+    w->owned[w->nowned++] = c;
+    uv_buf_t buf = uv_buf_init((char *)c, (unsigned)sl_tls_take(conn->tls, c, n));
+    if (uv_write(&w->req, (uv_stream_t *)&conn->tcp, &buf, 1, write_done) < 0) wbuf_free(w);
+}
+
+static void rx_flush(dp_conn_t *conn);
+/* Once per loop turn (before and after polling): received buffers go to
+ * their channels, queued frames to the sockets. */
+static void flush_all(sl_data_plane_t *dp) {
+    for (dp_conn_t *conn = dp->conns; conn; conn = conn->next) {
+        rx_flush(conn);
+        conn_flush(conn);
+        if (conn->tls_broken) /* unlinks conn, but conn->next stays valid until its close callback */
+            fail_conn(conn, true, "data connection %s closed: TLS: %s", conn->peer, sl_tls_error(conn->tls));
     }
+}
+static void on_prepare(uv_prepare_t *h) { flush_all(h->data); }
+static void on_check(uv_check_t *h) { flush_all(h->data); }
+
+/* Appends one segment to the connection's gathered write (hdr: a frame
+ * header; otherwise len bytes at p, copied when `copy`). */
+static void conn_queue(dp_conn_t *conn, const uint8_t *hdr, const void *p, uint32_t len, bool copy) {
+    dp_write_t *w = conn->wb;
+    if (!w) w = conn->wb = sl_calloc(1, sizeof *w);
+    GROW(w->segs, w->nsegs, w->capsegs);
+    dp_seg_t *g = &w->segs[w->nsegs++];
+    if (hdr) {
+        GROW(w->hdrs, w->nhdrs, w->caphdrs);
+        g->hdr = w->nhdrs++;
+        g->p = NULL;
+        g->len = SL_FRAME_HEADER;
+        memcpy(w->hdrs[g->hdr].b, hdr, SL_FRAME_HEADER);
+        return;
+    }
+    g->hdr = -1;
+    g->len = len;
+    if (copy) {
+        void *o = sl_malloc(len ? len : 1);
+        memcpy(o, p, len);
+        GROW(w->owned, w->nowned, w->capowned);
+        w->owned[w->nowned++] = o;
+        p = o;
+    }
+    g->p = p;
 }
 
 /* Queues one frame; with c and b the payload is b's bytes, given back to
  * c's channel when written, otherwise the payload is copied. */
 static void conn_send(dp_conn_t *conn, int type, uint64_t id, uint32_t value, const void *payload, uint32_t len,
                       dp_chan_t *c, sl_nbuf_t *b) {
-    dp_write_t *w = sl_calloc(1, sizeof *w);
-    sl_frame_header(w->hdr, type, id, value, len);
-    uv_buf_t bufs[2];
-    bufs[0] = uv_buf_init((char *)w->hdr, SL_FRAME_HEADER);
-    int nb = 1;
-    if (len) {
-        if (b) {
-            bufs[1] = uv_buf_init((char *)b->data, len);
-        } else {
-            w->owned = sl_malloc(len);
-            memcpy(w->owned, payload, len);
-            bufs[1] = uv_buf_init((char *)w->owned, len);
-        }
-        nb = 2;
-    }
+    uint8_t hdr[SL_FRAME_HEADER];
+    sl_frame_header(hdr, type, id, value, len);
+    conn_queue(conn, hdr, NULL, 0, false);
+    if (len) conn_queue(conn, NULL, b ? b->data : payload, len, !b);
     if (b) {
-        w->c = c;
-        w->b = b;
+        dp_write_t *w = conn->wb;
+        GROW(w->bufs, w->nbufs, w->capbufs);
+        w->bufs[w->nbufs++] = (dp_wbuf_t){c, b};
         c->writes_pending++;
     }
-    int rc = conn_write(conn, w, bufs, (unsigned)nb);
-    if (rc < 0) { /* only when the stream is already closing: give the buffer back now */
-        w->req.handle = (uv_stream_t *)&conn->tcp;
-        write_done(&w->req, UV_ECANCELED);
-    }
+    if (conn->state == C_CLOSING || conn->wb->nsegs >= MAX_SEGS) conn_flush(conn);
 }
 
 /* Raw bytes (the handshake). */
 static void conn_send_raw(dp_conn_t *conn, const void *p, size_t n) {
-    dp_write_t *w = sl_calloc(1, sizeof *w);
-    w->owned = sl_malloc(n);
-    memcpy(w->owned, p, n);
-    uv_buf_t buf = uv_buf_init((char *)w->owned, (unsigned)n);
-    if (conn_write(conn, w, &buf, 1) < 0) {
-        sl_free(w->owned);
-        sl_free(w);
-    }
+    conn_queue(conn, NULL, p, (uint32_t)n, true);
+    if (conn->state == C_CLOSING) conn_flush(conn);
+}
+
+/* Hands the received buffers gathered for one channel to it (one lock, one
+ * wake-up of its consumer).  Before any frame that is not a BUFFER of that
+ * channel, once per loop turn (flush_all), before a failure and before the
+ * channel is removed, so that order holds and no callback sees a batch. */
+static void rx_flush(dp_conn_t *conn) {
+    if (!conn->rx_c) return;
+    sl_channel_send_many(conn->rx_c->ch, conn->rx_head, conn->rx_tail, conn->rx_n);
+    conn->rx_c = NULL;
+    conn->rx_head = conn->rx_tail = NULL;
+    conn->rx_n = 0;
+}
+
+/* Abandons a payload being read straight into a buffer (its channel is
+ * removed or the connection failed): the buffer goes back to its channel,
+ * the rest of the payload is read away. */
+static void conn_drop_dst(dp_conn_t *conn) {
+    if (!conn->dst_b) return;
+    sl_channel_recycle(conn->dst_c->ch, conn->dst_b);
+    conn->skip = conn->dst_len - conn->dst_got;
+    conn->dst_b = NULL;
+    conn->dst_c = NULL;
 }
 
 static void conn_closed(uv_handle_t *h) {
     dp_conn_t *conn = h->data;
+    if (conn->wb) { /* cannot happen: fail_conn flushed it, and a send after that writes at once */
+        conn->wb->req.handle = (uv_stream_t *)&conn->tcp;
+        write_done(&conn->wb->req, UV_ECANCELED);
+    }
     sl_tls_free(conn->tls);
     sl_buf_free(&conn->rbuf);
     sl_free(conn->closed);
@@ -348,7 +528,10 @@ static void fail_conn(dp_conn_t *conn, bool bad, const char *fmt, ...) {
     if (conn->state == C_CLOSING) return;
     sl_data_plane_t *dp = conn->dp;
     bool was_ready = conn->state == C_READY;
+    rx_flush(conn);
+    conn_drop_dst(conn);
     conn->state = C_CLOSING;
+    conn_flush(conn); /* uv_close below cancels it: the buffers go back */
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
@@ -415,8 +598,38 @@ static dp_conn_t *conn_new(sl_data_plane_t *dp, bool outbound) {
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
     SL_UNUSED(suggested);
     dp_conn_t *conn = h->data;
+    if (conn->dst_b) { /* the rest of a payload, straight into its buffer (never under TLS) */
+        *buf = uv_buf_init((char *)conn->dst_b->data + conn->dst_got, conn->dst_len - conn->dst_got);
+        return;
+    }
     sl_buf_reserve(&conn->rbuf, READ_CHUNK);
-    *buf = uv_buf_init((char *)conn->rbuf.p + conn->rbuf.len, (unsigned)(conn->rbuf.cap - conn->rbuf.len));
+    size_t room = conn->rbuf.cap - conn->rbuf.len;
+    *buf = uv_buf_init((char *)conn->rbuf.p + conn->rbuf.len, (unsigned)(room < READ_PLAIN ? room : READ_PLAIN));
+}
+
+static dp_chan_t *in_check(dp_conn_t *conn, const sl_frame_t *f);
+static sl_nbuf_t *in_take_buffer(dp_conn_t *conn, dp_chan_t *c, const sl_frame_t *f);
+static void rx_add(dp_conn_t *conn, dp_chan_t *c, sl_nbuf_t *b);
+
+/* A BUFFER header whose payload is not all in rbuf yet: the payload goes
+ * straight into the buffer its credit guarantees (or is read away when
+ * the channel was released here).  `part` payload bytes follow the header
+ * in p. */
+static void start_direct(dp_conn_t *conn, const sl_frame_t *f, const uint8_t *part, uint32_t npart) {
+    if (conn->rx_c && conn->rx_c->id != f->id) rx_flush(conn);
+    dp_chan_t *c = in_check(conn, f);
+    if (conn->state == C_CLOSING) return;
+    sl_nbuf_t *b = c ? in_take_buffer(conn, c, f) : NULL;
+    if (conn->state == C_CLOSING) return;
+    if (!b) {
+        conn->skip = f->len - npart;
+        return;
+    }
+    memcpy(b->data, part, npart);
+    conn->dst_c = c;
+    conn->dst_b = b;
+    conn->dst_len = f->len;
+    conn->dst_got = npart;
 }
 
 static void handle_frame(dp_conn_t *conn, const sl_frame_t *f);
@@ -464,9 +677,22 @@ static void conn_process(dp_conn_t *conn) {
                 for (int i = 0; i < NBUCKETS; i++)
                     for (dp_chan_t *c = dp->inputs[i]; c; c = c->hnext)
                         if (c->conn == conn && !c->requested) in_request(c);
+        } else if (conn->skip) {
+            if (avail == 0) break;
+            size_t n = avail < conn->skip ? avail : conn->skip;
+            pos += n;
+            conn->skip -= (uint32_t)n;
         } else {
             sl_frame_t f;
-            long n = sl_frame_parse(p, avail, SL_FRAME_MAX_PAYLOAD, &f, err, sizeof err);
+            long n = sl_frame_parse_header(p, avail, SL_FRAME_MAX_PAYLOAD, &f, err, sizeof err);
+            if (n > 0 && !conn->tls && f.type == SL_FRAME_BUFFER && f.len >= DIRECT_MIN &&
+                avail - SL_FRAME_HEADER < f.len) { /* under TLS the payload arrives decrypted in rbuf */
+                uint32_t part = (uint32_t)(avail - SL_FRAME_HEADER);
+                start_direct(conn, &f, p + SL_FRAME_HEADER, part);
+                pos += SL_FRAME_HEADER + part;
+                break; /* rbuf is empty now */
+            }
+            if (n > 0) n = sl_frame_parse(p, avail, SL_FRAME_MAX_PAYLOAD, &f, err, sizeof err);
             if (n == 0) break;
             if (n < 0) {
                 fail_conn(conn, true, "data connection %s closed: %s", conn->peer, err);
@@ -529,13 +755,26 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
                   "(security.ssl.internal.enabled)", conn->peer);
         return;
     }
-    if (nread == UV_EOF && conn->rbuf.len > 0) {
+    if (nread == UV_EOF && (conn->rbuf.len > 0 || conn->dst_b || conn->skip)) {
+        size_t have = conn->dst_b ? SL_FRAME_HEADER + conn->dst_got : conn->rbuf.len;
         fail_conn(conn, true, "data connection %s closed: truncated frame (%zu bytes, then end of file)", conn->peer,
-                  conn->rbuf.len);
+                  have);
         return;
     }
     if (nread < 0) {
         fail_conn(conn, false, "data connection %s lost: %s", conn->peer, uv_strerror((int)nread));
+        return;
+    }
+    if (nread == 0) return;
+    if (conn->dst_b && buf->base == (char *)conn->dst_b->data + conn->dst_got) {
+        conn->dst_got += (uint32_t)nread;
+        if (conn->dst_got < conn->dst_len) return;
+        sl_nbuf_t *b = conn->dst_b;
+        dp_chan_t *c = conn->dst_c;
+        conn->dst_b = NULL;
+        conn->dst_c = NULL;
+        b->len = conn->dst_len;
+        rx_add(conn, c, b); /* handed to the channel at the end of the loop turn */
         return;
     }
     conn->rbuf.len += (size_t)nread;
@@ -711,7 +950,7 @@ static void in_request(dp_chan_t *c) {
     /* the initial credit and the hook are set atomically (see sl_channel_set_hooks) */
     int free_bufs = sl_channel_set_hooks(c->ch, NULL, on_recycle_hook, c);
     c->requested = true;
-    c->credit_batch = SL_MAX(1, c->ch->nbufs / 4);
+    c->credit_batch = SL_MAX(1, c->ch->nbufs / 2);
     atomic_store(&c->outstanding, free_bufs);
     uint8_t size[4];
     sl_st32(size, c->ch->buf_size);
@@ -724,38 +963,65 @@ static bool conn_closed_id(const dp_conn_t *conn, uint64_t id) {
     return false;
 }
 
-static void on_data(dp_conn_t *conn, const sl_frame_t *f) {
-    sl_data_plane_t *dp = conn->dp;
-    dp_chan_t *c = tab_find(dp->inputs, f->id);
-    const char *what = sl_frame_type_name(f->type);
+/* The input a BUFFER or PRIORITY frame is for; NULL when it is dropped
+ * (released or failed here: late data) or when the connection failed for
+ * it (conn->state is then C_CLOSING). */
+static dp_chan_t *in_check(dp_conn_t *conn, const sl_frame_t *f) {
+    dp_chan_t *c = tab_find(conn->dp->inputs, f->id);
     if (!c || c->conn != conn || !c->requested) {
-        if (conn_closed_id(conn, f->id) || (c && c->failed)) return; /* released or failed here: late data */
+        if (conn_closed_id(conn, f->id) || (c && c->failed)) return NULL;
         fail_conn(conn, true, "data connection %s closed: %s for channel %016" PRIx64 " that was not requested on it",
-                  conn->peer, what, f->id);
-        return;
+                  conn->peer, sl_frame_type_name(f->type), f->id);
+        return NULL;
     }
+    return c;
+}
+
+/* A BUFFER uses one credit and gets the free buffer that credit guarantees
+ * (NULL when the owner cancelled ch, or when it had no credit: the
+ * connection failed then). */
+static sl_nbuf_t *in_take_buffer(dp_conn_t *conn, dp_chan_t *c, const sl_frame_t *f) {
+    if (atomic_load(&c->outstanding) <= 0) {
+        fail_conn(conn, true, "data connection %s closed: BUFFER without credit for channel %016" PRIx64, conn->peer,
+                  f->id);
+        return NULL;
+    }
+    if (atomic_fetch_sub(&c->outstanding, 1) - 1 < c->credit_batch) in_flush_credit(c); /* low: give what waits */
+    c->backlog = f->value;
+    return sl_channel_try_acquire(c->ch, f->len);
+}
+
+/* Gathers a received buffer; rx_flush hands the run to the channel. */
+static void rx_add(dp_conn_t *conn, dp_chan_t *c, sl_nbuf_t *b) {
+    if (conn->rx_c && conn->rx_c != c) rx_flush(conn);
+    atomic_fetch_add(&conn->dp->buffers_received, 1);
+    b->next = NULL;
+    if (conn->rx_c)
+        conn->rx_tail->next = b;
+    else
+        conn->rx_head = b;
+    conn->rx_c = c;
+    conn->rx_tail = b;
+    conn->rx_n++;
+}
+
+static void on_data(dp_conn_t *conn, const sl_frame_t *f) {
+    dp_chan_t *c = in_check(conn, f);
+    if (!c) return;
     if (f->type == SL_FRAME_PRIORITY) {
         sl_channel_send_inband(c->ch, f->payload, f->len);
         return;
     }
-    if (atomic_load(&c->outstanding) <= 0) {
-        fail_conn(conn, true, "data connection %s closed: BUFFER without credit for channel %016" PRIx64, conn->peer,
-                  f->id);
-        return;
-    }
-    if (atomic_fetch_sub(&c->outstanding, 1) - 1 < c->credit_batch) in_flush_credit(c); /* low: give what waits */
-    /* a credit guarantees a free buffer, unless the owner cancelled ch */
-    sl_nbuf_t *b = sl_channel_try_acquire(c->ch, f->len);
+    sl_nbuf_t *b = in_take_buffer(conn, c, f);
     if (!b) return;
-    c->backlog = f->value;
     memcpy(b->data, f->payload, f->len);
     b->len = f->len;
-    atomic_fetch_add(&dp->buffers_received, 1);
-    sl_channel_send(c->ch, b);
+    rx_add(conn, c, b);
 }
 
 static void handle_frame(dp_conn_t *conn, const sl_frame_t *f) {
     sl_data_plane_t *dp = conn->dp;
+    if (conn->rx_c && (f->type != SL_FRAME_BUFFER || f->id != conn->rx_c->id)) rx_flush(conn);
     switch (f->type) {
     case SL_FRAME_PEER:
         if (!conn->outbound && !conn->key[0]) {
@@ -837,6 +1103,10 @@ static void do_remove(sl_data_plane_t *dp, uint64_t id) {
         dp_chan_t *c = tab_find(tab, id);
         if (!c) continue;
         sl_channel_set_hooks(c->ch, NULL, NULL, NULL); /* no hook runs after this */
+        for (dp_conn_t *conn = dp->conns; conn; conn = conn->next) {
+            if (conn->rx_c == c) rx_flush(conn);
+            if (conn->dst_c == c) conn_drop_dst(conn);
+        }
         c->removed = true;                            /* process_notify skips it now */
         process_notify(dp);                           /* and nobody lists it any more */
         if (c->is_input && c->conn && c->conn->state == C_READY && c->requested) {
@@ -855,6 +1125,10 @@ static void do_remove(sl_data_plane_t *dp, uint64_t id) {
 
 static void do_stop(sl_data_plane_t *dp) {
     dp->stopping = true;
+    for (dp_conn_t *conn = dp->conns; conn; conn = conn->next) {
+        rx_flush(conn);
+        conn_drop_dst(conn);
+    }
     dp_chan_t *all = NULL;
     for (int t = 0; t < 2; t++)
         for (int i = 0; i < NBUCKETS; i++) {
@@ -884,6 +1158,8 @@ static void do_stop(sl_data_plane_t *dp) {
     }
     uv_close((uv_handle_t *)&dp->listener, NULL);
     uv_close((uv_handle_t *)&dp->timer, NULL);
+    uv_close((uv_handle_t *)&dp->prepare, NULL);
+    uv_close((uv_handle_t *)&dp->check, NULL);
     uv_close((uv_handle_t *)&dp->async, NULL);
 }
 
@@ -1027,6 +1303,12 @@ int sl_data_plane_new(const sl_data_plane_config_t *cfg, sl_data_plane_t **out, 
     uv_timer_init(&dp->loop, &dp->timer);
     dp->timer.data = dp;
     uv_timer_start(&dp->timer, on_timer, 100, 100);
+    uv_prepare_init(&dp->loop, &dp->prepare);
+    dp->prepare.data = dp;
+    uv_prepare_start(&dp->prepare, on_prepare);
+    uv_check_init(&dp->loop, &dp->check);
+    dp->check.data = dp;
+    uv_check_start(&dp->check, on_check);
     pthread_create(&dp->thread, NULL, loop_main, dp);
     *out = dp;
     return 0;

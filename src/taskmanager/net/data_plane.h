@@ -16,10 +16,21 @@
  *     sees them.
  *   - consumer process: the data plane is the producer of `ch`.  It asks the
  *     producer process for the channel with an initial credit = the free
- *     buffers of `ch`, and gives one more credit each time the consumer task
- *     recycles a buffer.  Every received buffer therefore has a free buffer
- *     waiting (a BUFFER beyond the credit is a protocol violation and fails
- *     the connection).  Priority events are queued in order.
+ *     buffers of `ch`, and gives one more credit for each buffer the
+ *     consumer task recycles.  Every received buffer therefore has a free
+ *     buffer waiting (a BUFFER beyond the credit is a protocol violation and
+ *     fails the connection), and a BUFFER's payload is read from the socket
+ *     straight into that buffer.  Priority events are queued in order.
+ *
+ * Wake-ups are the cost of this path, so everything is batched per turn of
+ * the loop: the frames of every channel of a connection leave in one writev
+ * (their buffers go back to `ch` together, one wake-up of the producer),
+ * the buffers received for a channel enter `ch` together (one wake-up of
+ * the consumer), the producer task wakes the loop only when the channel
+ * has credit (or a priority event), and recycled buffers are announced in
+ * CREDIT frames of half the channel's buffers, or at once when the
+ * producer holds less credit than that (so a consumer never starves while
+ * credit exists; with 1-3 buffers every recycle is announced).
  *
  * One libuv loop thread per process, one listening socket, and one TCP
  * connection per pair of processes carrying every channel between them, in
@@ -96,8 +107,8 @@ int sl_data_plane_port(const sl_data_plane_t *dp);
 int sl_data_plane_add_output(sl_data_plane_t *dp, uint64_t id, sl_channel_t *ch);
 /* Consumer side: requests channel `id` from the process listening at
  * peer_host:peer_port and fills `ch` (not owned, kept alive by the caller
- * until sl_data_plane_remove returns; its consumer waker is signalled per
- * buffer).  Errors later (connection, the producer's answer) come through
+ * until sl_data_plane_remove returns; its consumer waker is signalled once
+ * per loop turn that brought buffers for it).  Errors later (connection, the producer's answer) come through
  * on_channel_failed.  SL_EINVAL when `id` is already an input or the host
  * does not resolve (message in err). */
 int sl_data_plane_add_input(sl_data_plane_t *dp, uint64_t id, const char *peer_host, int peer_port,

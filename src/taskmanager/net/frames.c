@@ -27,6 +27,17 @@ void sl_frame_header(uint8_t out[SL_FRAME_HEADER], int type, uint64_t id, uint32
 
 long sl_frame_parse(const uint8_t *p, size_t len, uint32_t max_payload, sl_frame_t *f, char *err,
                     size_t errlen) {
+    sl_frame_t h;
+    long n = sl_frame_parse_header(p, len, max_payload, &h, err, errlen);
+    if (n <= 0) return n;
+    if (len - SL_FRAME_HEADER < h.len) return 0;
+    h.payload = p + SL_FRAME_HEADER;
+    *f = h;
+    return (long)SL_FRAME_HEADER + (long)h.len;
+}
+
+long sl_frame_parse_header(const uint8_t *p, size_t len, uint32_t max_payload, sl_frame_t *f, char *err,
+                           size_t errlen) {
     if (len < 1) return 0;
     int type = p[0];
     if (type < SL_FRAME_PEER || type > SL_FRAME_CLOSE)
@@ -65,11 +76,10 @@ long sl_frame_parse(const uint8_t *p, size_t len, uint32_t max_payload, sl_frame
                            plen, cap);
         break;
     }
-    if (len - SL_FRAME_HEADER < plen) return 0;
     f->type = (uint8_t)type;
     f->id = id;
     f->value = value;
     f->len = plen;
-    f->payload = p + SL_FRAME_HEADER;
-    return (long)SL_FRAME_HEADER + (long)plen;
+    f->payload = NULL;
+    return SL_FRAME_HEADER;
 }

@@ -58,5 +58,12 @@ void sl_frame_header(uint8_t out[SL_FRAME_HEADER], int type, uint64_t id, uint32
  * payload length wrong for its type, a zero credit).  Any thread; pure. */
 long sl_frame_parse(const uint8_t *p, size_t len, uint32_t max_payload, sl_frame_t *f, char *err,
                     size_t errlen);
+/* Decodes and checks only the header of the frame at p[0..len) (the same
+ * checks as sl_frame_parse): SL_FRAME_HEADER with f filled (f->payload
+ * NULL, f->len the payload length still to come), 0 when fewer than
+ * SL_FRAME_HEADER bytes are there, or SL_EFORMAT.  The receiver uses it
+ * to read a BUFFER's payload straight into a channel buffer.  Any thread; pure. */
+long sl_frame_parse_header(const uint8_t *p, size_t len, uint32_t max_payload, sl_frame_t *f, char *err,
+                           size_t errlen);
 
 #endif
