@@ -19,7 +19,9 @@
  *     the JobManager's and the TaskManager's /metrics.  Its HTTP API's
  *     flink_taskmanager_job_task_operator_numRecordsIn, per operator and
  *     subtask, equals what REST says once the job has finished (the values
- *     no longer move, so "within one scrape interval" is exact), and
+ *     no longer move, so "within one scrape interval" is exact), so does
+ *     flink_taskmanager_job_task_operator_stateMemoryBytes of the keyed
+ *     (window) operator, and
  *     flink_jobmanager_job_numberOfCompletedCheckpoints equals REST's
  *     checkpoint count.  Without the binary the test fails, saying why.
  */
@@ -374,6 +376,35 @@ static json_t *prom_query(int port, const char *q) {
     return res;
 }
 
+/* Compares Prometheus's samples of `family` with REST's
+ * "<subtask>.<operator>.<suffix>" of every vertex (a sample REST lacks
+ * counts as different); *compared: how many. */
+static void prom_vs_rest(int pport, const char *family, const char *suffix, int *compared) {
+    json_t *r = prom_query(pport, family);
+    CHECK(r);
+    for (int v = 0; v < G.nv; v++) {
+        for (size_t i = 0; i < json_array_size(r); i++) {
+            json_t *m = json_object_get(json_array_get(r, i), "metric");
+            if (strcmp(json_string_value(json_object_get(m, "task_name")), G.vname[v])) continue;
+            CHECK_STR(json_string_value(json_object_get(m, "job_name")), "cluster-job");
+            CHECK_STR(json_string_value(json_object_get(m, "tm_id")), "tm-1");
+            char id[400], op[300];
+            snprintf(op, sizeof op, "%s", json_string_value(json_object_get(m, "operator_name")));
+            for (char *c = op; *c; c++) /* REST's ids: '.' and ',' become '_' */
+                if (*c == '.' || *c == ',') *c = '_';
+            snprintf(id, sizeof id, "%s.%s.%s", json_string_value(json_object_get(m, "subtask_index")), op, suffix);
+            json_t *q = get_json(G.c.rest_port, "/jobs/%s/vertices/%s/metrics?get=%s", G.job, G.vid[v], id);
+            double rest = metric_value(q, id);
+            json_decref(q);
+            double prom = atof(json_string_value(json_array_get(json_object_get(json_array_get(r, i), "value"), 1)));
+            if (rest != prom) fprintf(stderr, "  %s: REST %.0f, Prometheus %.0f\n", id, rest, prom);
+            CHECK(rest == prom);
+            (*compared)++;
+        }
+    }
+    json_decref(r);
+}
+
 TEST(prometheus) {
     if (!cluster_up()) CHECK(!"the cluster did not come up");
     if (G.prom_missing) {
@@ -389,37 +420,16 @@ TEST(prometheus) {
     cl_sleep_ms(2500); /* two scrapes after the end: the values no longer move */
 
     /* every operator of every subtask: Prometheus == REST */
-    json_t *r = prom_query(pport, "flink_taskmanager_job_task_operator_numRecordsIn");
-    CHECK(r);
-    int compared = 0;
-    for (int v = 0; v < G.nv; v++) {
-        json_t *vals = get_json(G.c.rest_port, "/jobs/%s/vertices/%s/metrics", G.job, G.vid[v]);
-        for (size_t i = 0; i < json_array_size(r); i++) {
-            json_t *m = json_object_get(json_array_get(r, i), "metric");
-            if (strcmp(json_string_value(json_object_get(m, "task_name")), G.vname[v])) continue;
-            CHECK_STR(json_string_value(json_object_get(m, "job_name")), "cluster-job");
-            CHECK_STR(json_string_value(json_object_get(m, "tm_id")), "tm-1");
-            char id[400], op[300];
-            snprintf(op, sizeof op, "%s", json_string_value(json_object_get(m, "operator_name")));
-            for (char *c = op; *c; c++) /* REST's ids: '.' and ',' become '_' */
-                if (*c == '.' || *c == ',') *c = '_';
-            snprintf(id, sizeof id, "%s.%s.numRecordsIn", json_string_value(json_object_get(m, "subtask_index")), op);
-            json_t *q = get_json(G.c.rest_port, "/jobs/%s/vertices/%s/metrics?get=%s", G.job, G.vid[v], id);
-            double rest = metric_value(q, id);
-            json_decref(q);
-            double prom = atof(json_string_value(json_array_get(json_object_get(json_array_get(r, i), "value"), 1)));
-            if (rest != prom) fprintf(stderr, "  %s: REST %.0f, Prometheus %.0f\n", id, rest, prom);
-            CHECK(rest == prom);
-            compared++;
-        }
-        json_decref(vals);
-    }
-    json_decref(r);
+    int compared = 0, compared_mem = 0;
+    prom_vs_rest(pport, "flink_taskmanager_job_task_operator_numRecordsIn", "numRecordsIn", &compared);
+    /* the keyed operators' state memory (the window: heap state) */
+    prom_vs_rest(pport, "flink_taskmanager_job_task_operator_stateMemoryBytes", "stateMemoryBytes", &compared_mem);
+    CHECK(compared_mem >= 1);
     CHECK(compared >= 3);
     CHECK(G.prom_running_seen);
 
     /* the JobManager's job metrics */
-    r = prom_query(pport, "flink_jobmanager_job_numberOfCompletedCheckpoints");
+    json_t *r = prom_query(pport, "flink_jobmanager_job_numberOfCompletedCheckpoints");
     CHECK(r && json_array_size(r) == 1);
     CHECK_STR(json_string_value(json_object_get(json_object_get(json_array_get(r, 0), "metric"), "job_id")), G.job);
     double prom_done = atof(json_string_value(json_array_get(json_object_get(json_array_get(r, 0), "value"), 1)));

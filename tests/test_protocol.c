@@ -313,6 +313,11 @@ static sl_msg_t *rmsg(int type) {
                 o->in_watermark = coin(4) ? INT64_MIN : (int64_t)rnd(); /* any value, negative too */
                 o->out_watermark = coin(4) ? INT64_MAX : (int64_t)rnd();
                 o->late_dropped = rnonneg64();
+                o->state_memory_bytes = coin(3) ? -1 : rnonneg64();
+                o->rdb_mem_tables = coin(2) ? -1 : rnonneg64();
+                o->rdb_table_readers = coin(2) ? -1 : rnonneg64();
+                o->rdb_block_cache = coin(2) ? -1 : rnonneg64();
+                o->rdb_live_data = coin(2) ? -1 : rnonneg64();
             }
         }
         if (x->nsubtasks) distinct_indexes(&x->subtasks[0].task, sizeof *x->subtasks, x->nsubtasks);
@@ -572,6 +577,11 @@ static bool msg_equal(const sl_msg_t *a, const sl_msg_t *b) {
                 SAME(u->in_watermark, v->in_watermark, "op in_watermark");
                 SAME(u->out_watermark, v->out_watermark, "op out_watermark");
                 SAME(u->late_dropped, v->late_dropped, "op late_dropped");
+                SAME(u->state_memory_bytes, v->state_memory_bytes, "op state_memory_bytes");
+                SAME(u->rdb_mem_tables, v->rdb_mem_tables, "op rdb_mem_tables");
+                SAME(u->rdb_table_readers, v->rdb_table_readers, "op rdb_table_readers");
+                SAME(u->rdb_block_cache, v->rdb_block_cache, "op rdb_block_cache");
+                SAME(u->rdb_live_data, v->rdb_live_data, "op rdb_live_data");
             }
         }
         return true;
@@ -1402,6 +1412,12 @@ TEST(validation) {
     m->u.metrics.subtasks[0].ops[0].late_dropped = -2;
     CHECK(refused(m, "subtasks[0].ops[0].late_dropped -2 is negative"));
     m->u.metrics.subtasks[0].ops[0].late_dropped = 0;
+    m->u.metrics.subtasks[0].ops[0].state_memory_bytes = -2;
+    CHECK(refused(m, "subtasks[0].ops[0].state_memory_bytes is -2"));
+    m->u.metrics.subtasks[0].ops[0].state_memory_bytes = -1;
+    m->u.metrics.subtasks[0].ops[0].rdb_live_data = -7;
+    CHECK(refused(m, "subtasks[0].ops[0].rdb_live_data is -7"));
+    m->u.metrics.subtasks[0].ops[0].rdb_live_data = 12345;
     m->u.metrics.subtasks[0].ops[0].in_watermark = INT64_MIN;
     m->u.metrics.subtasks[0].ops[0].out_watermark = -5;
     CHECK(accepted(m));

@@ -41,6 +41,20 @@ typedef struct sl_operator_metrics {
     /* the job's attempt (0, +1 per restart): a restarted subtask counts
      * from 0 again, as in Flink */
     int attempt;
+    /* Keyed operators: stateMemoryBytes, the bytes its keyed state holds in
+     * memory (-1: no keyed state).  Heap backend: tables, cells and
+     * out-of-line values of live state, counted at allocation (copies a
+     * running checkpoint still holds are not counted).  RocksDB: memtables
+     * + table readers + the value cache (+ the block cache when it is the
+     * backend's own).  Flink has no such metric for its heap backend. */
+    int64_t state_memory_bytes;
+    /* RocksDB only (-1 otherwise), Flink's RocksDB native metrics: the
+     * properties rocksdb.cur-size-all-mem-tables,
+     * rocksdb.estimate-table-readers-mem, rocksdb.block-cache-usage (the
+     * whole cache when shared) and rocksdb.estimate-live-data-size
+     * (bytes of live data in SST files, on disk).  Read every 50 ms at most. */
+    int64_t rocksdb_cur_size_all_mem_tables, rocksdb_estimate_table_readers_mem;
+    int64_t rocksdb_block_cache_usage, rocksdb_estimate_live_data_size;
 } sl_operator_metrics_t;
 
 /* Called by the JobManager each time a subtask's report arrives, with

@@ -32,7 +32,12 @@
 /* Looks up key in the keyed state of operator uid of the job env is
  * executing (embedded mode).  state: one state's name, or NULL for every
  * state of the operator; ns: the namespace's bytes as text, or NULL for
- * the empty namespace (a process function's state).
+ * every namespace the key has — the empty one of a process function's
+ * state, each window of a window operator's (one entry per namespace, the
+ * namespace printed like the key).  The namespaces of a key are found by
+ * walking the key's key group of each state in the subtask's backend: one
+ * key group's share of the operator's state, not all of it, between two
+ * records of the task.
  *
  * Returns 0 with *json = {"entries":[...]}; otherwise *json is
  * {"errors":["..."]} naming what went wrong and the return says what:

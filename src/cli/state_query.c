@@ -39,7 +39,7 @@ static void usage(FILE *f) {
             "                   number, BOOLEAN as true/false; a key of several fields as\n"
             "                   a JSON array, e.g. '[\"card-7\",3]'\n"
             "  --state NAME     only this state (default: every state of the operator)\n"
-            "  --namespace NS   the namespace's bytes (default: the empty namespace)\n"
+            "  --namespace NS   the namespace's bytes (default: every namespace of the key)\n"
             "  --timeout MS     how long the subtask may take to answer (default 5000)\n"
             "  -m host:port     the JobManager's REST address (default 127.0.0.1:8081)\n"
             "exit codes: 0 ok, 1 bad arguments, 2 no answer (JobManager unreachable, job\n"

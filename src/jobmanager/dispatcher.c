@@ -761,6 +761,11 @@ static int rest_vertex_metrics(void *ud, const char *id, const char *vid, sl_res
             y->out_watermark = x->out_watermark;
             y->late_dropped = x->late_dropped;
             y->pending_records = x->pending_records;
+            y->state_memory_bytes = x->state_memory_bytes;
+            y->rdb_mem_tables = x->rdb_mem_tables;
+            y->rdb_table_readers = x->rdb_table_readers;
+            y->rdb_block_cache = x->rdb_block_cache;
+            y->rdb_live_data = x->rdb_live_data;
         }
     }
     pthread_mutex_unlock(&d->mu);

@@ -299,6 +299,10 @@ typedef struct sl_rest_op_metrics {
     int64_t in_watermark, out_watermark; /* INT64_MIN: none yet */
     int64_t late_dropped;
     int64_t pending_records; /* -1: not a source that knows it */
+    /* stateMemoryBytes and RocksDB's native metrics (-1: none; see
+     * sl_msg_op_metrics_t) */
+    int64_t state_memory_bytes;
+    int64_t rdb_mem_tables, rdb_table_readers, rdb_block_cache, rdb_live_data;
 } sl_rest_op_metrics_t;
 
 typedef struct sl_rest_subtask_metrics {

@@ -81,6 +81,18 @@ json_t *sl_rest_vertex_metric_map(const sl_rest_vertex_metrics_t *m) {
             put_i64(map, ID("%d.%s.currentOutputWatermark", s, op), o->out_watermark);
             put_i64(map, ID("%d.%s.numLateRecordsDropped", s, op), o->late_dropped);
             if (o->pending_records >= 0) put_i64(map, ID("%d.%s.pendingRecords", s, op), o->pending_records);
+            /* keyed state: its memory, and RocksDB's own figures under
+             * the property names Flink's RocksDB native metrics use */
+            if (o->state_memory_bytes >= 0)
+                put_i64(map, ID("%d.%s.stateMemoryBytes", s, op), o->state_memory_bytes);
+            if (o->rdb_mem_tables >= 0)
+                put_i64(map, ID("%d.%s.rocksdb.cur-size-all-mem-tables", s, op), o->rdb_mem_tables);
+            if (o->rdb_table_readers >= 0)
+                put_i64(map, ID("%d.%s.rocksdb.estimate-table-readers-mem", s, op), o->rdb_table_readers);
+            if (o->rdb_block_cache >= 0)
+                put_i64(map, ID("%d.%s.rocksdb.block-cache-usage", s, op), o->rdb_block_cache);
+            if (o->rdb_live_data >= 0)
+                put_i64(map, ID("%d.%s.rocksdb.estimate-live-data-size", s, op), o->rdb_live_data);
         }
 #undef ID
     }

@@ -43,7 +43,7 @@ typedef struct sl_sq_request {
     const char *uid;             /* the operator (required) */
     const char *state;           /* one state, or NULL / "": every state of the operator */
     const char *key;             /* the key as text (see sl_sq_parse_key) */
-    const char *ns;              /* the namespace's bytes as text, or NULL: the empty namespace */
+    const char *ns;              /* the namespace's bytes as text, or NULL: every namespace of the key */
     int64_t timeout_ms;          /* 0: SL_SQ_DEFAULT_TIMEOUT_MS */
 } sl_sq_request_t;
 

@@ -368,6 +368,11 @@ static Slctl__OpMetrics **eop_metrics(enc_t *e, const sl_msg_op_metrics_t *ms, i
         om[i].out_watermark = ms[i].out_watermark;
         om[i].late_dropped = ms[i].late_dropped;
         om[i].pending_records = ms[i].pending_records;
+        om[i].state_memory_bytes = ms[i].state_memory_bytes;
+        om[i].rdb_mem_tables = ms[i].rdb_mem_tables;
+        om[i].rdb_table_readers = ms[i].rdb_table_readers;
+        om[i].rdb_block_cache = ms[i].rdb_block_cache;
+        om[i].rdb_live_data = ms[i].rdb_live_data;
         pp[i] = &om[i];
     }
     *count = (size_t)n;
@@ -833,9 +838,19 @@ static int dmetrics(dec_t *d, const Slctl__Metrics *p, sl_msg_metrics_t *o) {
             const Slctl__OpMetrics *pm = ps->ops[k];
             st->ops[k] = (sl_msg_op_metrics_t){pm->node,         pm->records_in,    pm->records_out,
                                                pm->records_skipped, pm->in_watermark, pm->out_watermark,
-                                               pm->late_dropped, pm->pending_records};
+                                               pm->late_dropped, pm->pending_records,
+                                               pm->state_memory_bytes, pm->rdb_mem_tables,
+                                               pm->rdb_table_readers, pm->rdb_block_cache,
+                                               pm->rdb_live_data};
             if (st->ops[k].pending_records < -1) return dfail(d, "subtasks[%d].ops[%d].pending_records is %lld", i, k,
                                                               (long long)st->ops[k].pending_records);
+            const int64_t mem[5] = {pm->state_memory_bytes, pm->rdb_mem_tables, pm->rdb_table_readers,
+                                    pm->rdb_block_cache, pm->rdb_live_data};
+            static const char *const mem_names[5] = {"state_memory_bytes", "rdb_mem_tables", "rdb_table_readers",
+                                                     "rdb_block_cache", "rdb_live_data"};
+            for (int f = 0; f < 5; f++)
+                if (mem[f] < -1)
+                    return dfail(d, "subtasks[%d].ops[%d].%s is %lld", i, k, mem_names[f], (long long)mem[f]);
         }
     }
     return 0;

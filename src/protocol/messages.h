@@ -99,6 +99,12 @@ typedef struct sl_msg_op_metrics {
     int64_t in_watermark, out_watermark; /* METRICS: current input / output watermark (ms; INT64_MIN: none) */
     int64_t late_dropped;        /* METRICS: late records a window operator dropped */
     int64_t pending_records;     /* METRICS: a source's pendingRecords (-1: unknown; TASK_STATE: -1) */
+    /* METRICS: a keyed operator's stateMemoryBytes, and its RocksDB native
+     * metrics (rocksdb.cur-size-all-mem-tables, .estimate-table-readers-mem,
+     * .block-cache-usage, .estimate-live-data-size); -1: none (no keyed
+     * state / not RocksDB / not read yet) */
+    int64_t state_memory_bytes;
+    int64_t rdb_mem_tables, rdb_table_readers, rdb_block_cache, rdb_live_data;
 } sl_msg_op_metrics_t;
 
 typedef struct sl_msg_register {

@@ -118,6 +118,16 @@
  *                     state a restore registers on the fly has no TTL until
  *                     it is declared (register_state), which sets it.
  * The TTL and the cursor live in hb->ttl[sid], off the hot path.
+ *
+ * Memory (sl_heap_backend_memory, the stateMemoryBytes metric).  hb->mem
+ * counts the bytes of live storage — each state's table array, every
+ * table's cells, spilled blocks and nested map tables — adjusted where
+ * they are allocated and freed (the table functions take the counter as
+ * `mem`), so a report costs nothing.  Copy-on-write keeps it exact without
+ * a walk: a table's copy has the same sizes as the storage it leaves to
+ * the snapshot, and storage freed through a shell (no longer live) is not
+ * counted (mem NULL).  sl_heap_backend_memory_walk computes the same by
+ * walking, for tests.
  */
 #include <assert.h>
 #include <stdatomic.h>
@@ -172,6 +182,17 @@ static inline hb_big_t *hb_big(const hb_cell_t *c) {
 /* Key bytes (followed by the namespace bytes, then the value). */
 static inline uint8_t *hb_kbytes(hb_cell_t *c) { return hb_spilled(c) ? hb_big(c)->data : c->data; }
 static inline uint8_t *hb_cval(hb_cell_t *c) { return hb_kbytes(c) + hb_kn(c); }
+
+/* Memory accounting (sl_heap_backend_memory): every allocation and free of
+ * live storage (cells, spilled blocks, nested map tables) adds to or takes
+ * from the backend's counter, passed down as `mem`.  NULL: storage that is
+ * no longer live (a shell a snapshot frees) is not counted. */
+static inline void hb_acct(int64_t *mem, int64_t d) {
+    if (mem) *mem += d;
+}
+/* Bytes of a spilled block holding (klen, nslen) and vcap value bytes. */
+static inline int64_t hb_big_bytes_for(size_t kn, uint32_t vcap) { return (int64_t)(8 + kn + hb_pad8(vcap)); }
+static inline int64_t hb_big_bytes(const hb_cell_t *c) { return hb_big_bytes_for(hb_kn(c), hb_big(c)->vcap); }
 
 /* Equality of short byte strings without a call (keys and namespaces are
  * mostly 4 to 16 bytes). */
@@ -239,13 +260,14 @@ static hb_cell_t *hb_place(hb_tab_t *t, const unsigned char *cur) {
 
 /* Reallocates the cells (cap, and the stride grown to t->want) and
  * re-places every entry; spilled entries that now fit come back inline. */
-static void hb_tab_grow(hb_tab_t *t, uint32_t cap) {
+static void hb_tab_grow(hb_tab_t *t, uint32_t cap, int64_t *mem) {
     uint8_t *old = t->cells;
     uint32_t oldcap = old ? t->mask + 1 : 0, oldstride = t->stride;
     uint32_t stride = SL_MAX(SL_MAX(t->stride, t->want), HB_CELL_MIN);
     unsigned bits = 0;
     while ((1u << bits) < cap) bits++;
     t->cells = sl_calloc(cap, stride);
+    hb_acct(mem, (int64_t)cap * stride - (int64_t)oldcap * oldstride);
     t->mask = cap - 1;
     t->shift = 32 - bits;
     t->stride = stride;
@@ -263,6 +285,7 @@ static void hb_tab_grow(hb_tab_t *t, uint32_t cap) {
             hdr.nslen &= ~HB_SPILL;
             memcpy(buf, &hdr, HB_HDR);
             memcpy(buf + HB_HDR, big->data, kn + c->vlen);
+            hb_acct(mem, -hb_big_bytes(c));
             sl_free(big);
         } else {
             memcpy(buf, c, HB_HDR + sizeof(hb_big_t *));
@@ -276,16 +299,16 @@ static void hb_tab_grow(hb_tab_t *t, uint32_t cap) {
  * vcap value bytes (vlen = 0, value uninitialized); returns its cell.  When
  * t doubles every cell moves: k and ns must not point into t (hb_stage). */
 static hb_cell_t *hb_tab_insert(hb_tab_t *t, uint32_t tag, const void *k, uint32_t klen, const void *ns,
-                                uint32_t nslen, uint32_t vcap) {
+                                uint32_t nslen, uint32_t vcap, int64_t *mem) {
     size_t need = hb_need(klen, nslen, vcap);
     hb_note_need(t, need);
-    if (!t->cells) hb_tab_grow(t, HB_MINCAP);
+    if (!t->cells) hb_tab_grow(t, HB_MINCAP, mem);
     else if (hb_full(t)) {
         if (t->mask >= (1u << 30) - 1) {
             fprintf(stderr, "sluice: heap state table of one key group is full\n");
             abort();
         }
-        hb_tab_grow(t, (t->mask + 1) * 2);
+        hb_tab_grow(t, (t->mask + 1) * 2, mem);
     }
     _Alignas(8) unsigned char buf[HB_CELL_MAX];
     hb_cell_t hdr = {tag, klen + 1, nslen, 0};
@@ -294,6 +317,7 @@ static hb_cell_t *hb_tab_insert(hb_tab_t *t, uint32_t tag, const void *k, uint32
     size_t kn = hb_pad8((size_t)klen + nslen);
     if (need > t->stride) {
         hb_big_t *big = sl_malloc(sizeof *big + kn + hb_pad8(vcap));
+        hb_acct(mem, hb_big_bytes_for(kn, vcap));
         big->vcap = vcap;
         big->pad = 0;
         memcpy(buf + HB_HDR, &big, sizeof big);
@@ -312,9 +336,10 @@ static hb_cell_t *hb_tab_insert(hb_tab_t *t, uint32_t tag, const void *k, uint32
  * from the old storage (which may be where its input points): begin makes
  * the out-of-line block (vcap bytes of value, the first `keep` copied),
  * end frees the old storage and points the cell at the block. */
-static hb_big_t *hb_spill_begin(hb_tab_t *t, hb_cell_t *c, uint32_t vcap, uint32_t keep) {
+static hb_big_t *hb_spill_begin(hb_tab_t *t, hb_cell_t *c, uint32_t vcap, uint32_t keep, int64_t *mem) {
     size_t kn = hb_kn(c);
     hb_big_t *nb = sl_malloc(sizeof *nb + kn + hb_pad8(vcap));
+    hb_acct(mem, hb_big_bytes_for(kn, vcap));
     nb->vcap = vcap;
     nb->pad = 0;
     memcpy(nb->data, hb_kbytes(c), kn + keep);
@@ -322,20 +347,26 @@ static hb_big_t *hb_spill_begin(hb_tab_t *t, hb_cell_t *c, uint32_t vcap, uint32
     return nb;
 }
 static inline uint8_t *hb_big_val(hb_cell_t *c, hb_big_t *nb) { return nb->data + hb_kn(c); }
-static void hb_spill_end(hb_cell_t *c, hb_big_t *nb) {
-    if (hb_spilled(c)) sl_free(hb_big(c));
+static void hb_spill_end(hb_cell_t *c, hb_big_t *nb, int64_t *mem) {
+    if (hb_spilled(c)) {
+        hb_acct(mem, -hb_big_bytes(c));
+        sl_free(hb_big(c));
+    }
     memcpy(c->data, &nb, sizeof nb);
     c->nslen |= HB_SPILL;
 }
 
-static void hb_tab_free_all(hb_tab_t *t, sl_state_kind_t kind);
+static void hb_tab_free_all(hb_tab_t *t, sl_state_kind_t kind, int64_t *mem);
 
 static inline hb_tab_t *hb_inner(hb_cell_t *c) { return (hb_tab_t *)(void *)hb_cval(c); }
 
 /* Removes the entry in cell c and frees what it owns. */
-static void hb_tab_remove_at(hb_tab_t *t, hb_cell_t *c, sl_state_kind_t kind) {
-    if (kind == SL_STATE_MAP) hb_tab_free_all(hb_inner(c), SL_STATE_VALUE);
-    if (hb_spilled(c)) sl_free(hb_big(c));
+static void hb_tab_remove_at(hb_tab_t *t, hb_cell_t *c, sl_state_kind_t kind, int64_t *mem) {
+    if (kind == SL_STATE_MAP) hb_tab_free_all(hb_inner(c), SL_STATE_VALUE, mem);
+    if (hb_spilled(c)) {
+        hb_acct(mem, -hb_big_bytes(c));
+        sl_free(hb_big(c));
+    }
     uint32_t i = (uint32_t)(((uint8_t *)c - t->cells) / t->stride);
     for (uint32_t j = i;;) {
         j = (j + 1) & t->mask;
@@ -349,32 +380,50 @@ static void hb_tab_remove_at(hb_tab_t *t, hb_cell_t *c, sl_state_kind_t kind) {
         }
     }
     memset(hb_cell(t, i), 0, HB_HDR);
-    if (--t->n == 0) hb_tab_free_all(t, kind);
+    if (--t->n == 0) hb_tab_free_all(t, kind, mem);
 }
 
 /* Frees everything the table owns; leaves it empty. */
-static void hb_tab_free_all(hb_tab_t *t, sl_state_kind_t kind) {
+static void hb_tab_free_all(hb_tab_t *t, sl_state_kind_t kind, int64_t *mem) {
     for (uint32_t i = 0; t->cells && i <= t->mask; i++) {
         hb_cell_t *c = hb_cell(t, i);
         if (!c->klen1) continue;
-        if (kind == SL_STATE_MAP) hb_tab_free_all(hb_inner(c), SL_STATE_VALUE);
-        if (hb_spilled(c)) sl_free(hb_big(c));
+        if (kind == SL_STATE_MAP) hb_tab_free_all(hb_inner(c), SL_STATE_VALUE, mem);
+        if (hb_spilled(c)) {
+            hb_acct(mem, -hb_big_bytes(c));
+            sl_free(hb_big(c));
+        }
     }
+    if (t->cells) hb_acct(mem, -(int64_t)(t->mask + 1) * t->stride);
     sl_free(t->cells);
     memset(t, 0, sizeof *t);
 }
 
+/* Bytes the table's storage takes (cells, spilled blocks, nested map
+ * tables), by a walk: what the accounting adds up without one. */
+static int64_t hb_tab_bytes(const hb_tab_t *t, sl_state_kind_t kind) {
+    if (!t->cells) return 0;
+    int64_t n = (int64_t)(t->mask + 1) * t->stride;
+    for (uint32_t i = 0; i <= t->mask; i++) {
+        hb_cell_t *c = hb_cell(t, i);
+        if (!c->klen1) continue;
+        if (hb_spilled(c)) n += hb_big_bytes(c);
+        if (kind == SL_STATE_MAP) n += hb_tab_bytes(hb_inner(c), SL_STATE_VALUE);
+    }
+    return n;
+}
+
 /* Sets the value of the entry in cell c to v (vlen bytes; v may point into
  * the entry itself).  The entry stays in its cell. */
-static void hb_cell_set(hb_tab_t *t, hb_cell_t *c, const void *v, uint32_t vlen) {
+static void hb_cell_set(hb_tab_t *t, hb_cell_t *c, const void *v, uint32_t vlen, int64_t *mem) {
     uint8_t *val = hb_cval(c);
     if (v == val && vlen == c->vlen) return; /* put after get_mut: nothing to do */
     if (vlen <= hb_vcap(t, c)) {
         if (vlen) memmove(val, v, vlen);
     } else {
-        hb_big_t *nb = hb_spill_begin(t, c, vlen, 0);
+        hb_big_t *nb = hb_spill_begin(t, c, vlen, 0, mem);
         memcpy(hb_big_val(c, nb), v, vlen);
-        hb_spill_end(c, nb);
+        hb_spill_end(c, nb, mem);
     }
     c->vlen = vlen;
 }
@@ -441,7 +490,10 @@ typedef struct hb_backend {
     int nstates, capstates;
     int nkg;
     sl_heap_cow_stats_t stats;
+    int64_t mem;             /* bytes of live storage (sl_heap_backend_memory); task thread */
 } hb_backend_t;
+
+#define HB_MEM(b) (&((hb_backend_t *)(b))->mem)
 
 /* The state sid if it exists and is of this kind, else NULL. */
 static inline hb_state_t *hb_state(sl_keyed_backend_t *b, int sid, sl_state_kind_t kind) {
@@ -539,7 +591,7 @@ static inline hb_shell_t **hb_shells(const hb_backend_t *hb, const hb_state_t *s
 static void hb_shell_drop(hb_shell_t *sh) {
     if (!sh) return;
     if (atomic_fetch_sub_explicit(&sh->refs, 1, memory_order_acq_rel) == 1) {
-        hb_tab_free_all(&sh->tab, sh->kind);
+        hb_tab_free_all(&sh->tab, sh->kind, NULL); /* no longer live: not counted */
         sl_free(sh);
     }
 }
@@ -587,6 +639,7 @@ static int hb_add_state(hb_backend_t *hb, const char *name, size_t namelen, sl_s
     st->kind = kind;
     st->count = 0;
     st->tabs = sl_calloc((size_t)hb->nkg, sizeof *st->tabs + sizeof(hb_shell_t *)); /* tables, then shells */
+    hb->mem += (int64_t)hb->nkg * (int64_t)(sizeof *st->tabs + sizeof(hb_shell_t *));
     hb->ttl[hb->nstates] = (hb_ttl_t){.ttl_ms = ttl_ms, .update = update, .restored = restored,
                                       .sweep_start = INT64_MIN, .sweep_min = INT64_MAX, .floor = INT64_MIN};
     return hb->nstates++;
@@ -639,8 +692,8 @@ static void *hb_get_mut(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t
         if (SL_LIKELY(c->vlen == vlen)) return hb_cval(c);
         /* Resize: keep the common prefix, zero the rest. */
         if (vlen > hb_vcap(t, c)) {
-            hb_big_t *nb = hb_spill_begin(t, c, vlen, c->vlen);
-            hb_spill_end(c, nb);
+            hb_big_t *nb = hb_spill_begin(t, c, vlen, c->vlen, HB_MEM(b));
+            hb_spill_end(c, nb, HB_MEM(b));
         }
         if (vlen > c->vlen) memset(hb_cval(c) + c->vlen, 0, vlen - c->vlen);
         c->vlen = vlen;
@@ -648,7 +701,7 @@ static void *hb_get_mut(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t
     }
     hb_stage_t sn;
     ns = hb_stage(&sn, t, ns, nslen);
-    c = hb_tab_insert(t, tag, b->key, b->keylen, ns, nslen, vlen);
+    c = hb_tab_insert(t, tag, b->key, b->keylen, ns, nslen, vlen, HB_MEM(b));
     sl_free(sn.heap);
     memset(hb_cval(c), 0, vlen);
     c->vlen = vlen;
@@ -679,13 +732,13 @@ static void hb_put_raw(sl_keyed_backend_t *b, hb_state_t *st, const void *ns, ui
     uint32_t tag = hb_tag(b, ns, nslen);
     hb_cell_t *c = hb_find_cur(b, t, tag, ns, nslen);
     if (c) {
-        hb_cell_set(t, c, v, vlen);
+        hb_cell_set(t, c, v, vlen, HB_MEM(b));
         return;
     }
     hb_stage_t sn, sv;
     ns = hb_stage(&sn, t, ns, nslen);
     v = hb_stage(&sv, t, v, vlen);
-    c = hb_tab_insert(t, tag, b->key, b->keylen, ns, nslen, vlen);
+    c = hb_tab_insert(t, tag, b->key, b->keylen, ns, nslen, vlen, HB_MEM(b));
     if (vlen) memcpy(hb_cval(c), v, vlen);
     c->vlen = vlen;
     st->count++;
@@ -714,7 +767,7 @@ static int hb_remove(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t ns
     }
     hb_cell_t *c = hb_find_cur(b, t, hb_tag(b, ns, nslen), ns, nslen);
     if (!c) return 0;
-    hb_tab_remove_at(t, c, st->kind);
+    hb_tab_remove_at(t, c, st->kind, HB_MEM(b));
     st->count--;
     return 1;
 }
@@ -752,7 +805,7 @@ static int hb_list_add(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t 
         hb_stage_t sn, sv;
         ns = hb_stage(&sn, t, ns, nslen);
         v = hb_stage(&sv, t, v, vlen);
-        c = hb_tab_insert(t, tag, b->key, b->keylen, ns, nslen, (uint32_t)need);
+        c = hb_tab_insert(t, tag, b->key, b->keylen, ns, nslen, (uint32_t)need, HB_MEM(b));
         hb_elem_write(hb_cval(c), v, vlen);
         c->vlen = (uint32_t)need;
         st->count++;
@@ -767,9 +820,9 @@ static int hb_list_add(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t 
     } else {
         cap = SL_MAX(cap * 2, used + need);
         if (cap > UINT32_MAX) cap = UINT32_MAX;
-        hb_big_t *nb = hb_spill_begin(t, c, (uint32_t)cap, (uint32_t)used);
+        hb_big_t *nb = hb_spill_begin(t, c, (uint32_t)cap, (uint32_t)used, HB_MEM(b));
         hb_elem_write(hb_big_val(c, nb) + used, v, vlen); /* before the old storage goes: v may be in it */
-        hb_spill_end(c, nb);
+        hb_spill_end(c, nb, HB_MEM(b));
     }
     c->vlen = (uint32_t)(used + need);
     return SL_OK;
@@ -855,7 +908,7 @@ static int hb_map_put(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t n
         hb_tab_t *inner = hb_inner(c);
         hb_cell_t *ic = hb_tab_find(inner, utag, uk, uklen, NULL, 0);
         if (ic) {
-            hb_cell_set(inner, ic, v, vlen);
+            hb_cell_set(inner, ic, v, vlen, HB_MEM(b));
             return SL_OK;
         }
         /* A new user key: the inner table's cells may move. */
@@ -867,12 +920,12 @@ static int hb_map_put(sl_keyed_backend_t *b, int sid, const void *ns, uint32_t n
         ns = hb_stage(&sn, t, ns, nslen);
         uk = hb_stage(&su, t, uk, uklen);
         v = hb_stage(&sv, t, v, vlen);
-        c = hb_tab_insert(t, tag, b->key, b->keylen, ns, nslen, (uint32_t)sizeof(hb_tab_t));
+        c = hb_tab_insert(t, tag, b->key, b->keylen, ns, nslen, (uint32_t)sizeof(hb_tab_t), HB_MEM(b));
         memset(hb_cval(c), 0, sizeof(hb_tab_t));
         c->vlen = (uint32_t)sizeof(hb_tab_t);
         st->count++;
     }
-    hb_cell_t *ic = hb_tab_insert(hb_inner(c), utag, uk, uklen, NULL, 0, vlen);
+    hb_cell_t *ic = hb_tab_insert(hb_inner(c), utag, uk, uklen, NULL, 0, vlen, HB_MEM(b));
     if (vlen) memcpy(hb_cval(ic), v, vlen);
     ic->vlen = vlen;
     sl_free(sn.heap);
@@ -897,9 +950,9 @@ static int hb_map_remove(sl_keyed_backend_t *b, int sid, const void *ns, uint32_
         hb_shell_drop(old);
         return rc;
     }
-    hb_tab_remove_at(inner, ic, SL_STATE_VALUE);
+    hb_tab_remove_at(inner, ic, SL_STATE_VALUE, HB_MEM(b));
     if (inner->n == 0) { /* the last user key: the (key, ns) goes too */
-        hb_tab_remove_at(t, c, SL_STATE_MAP);
+        hb_tab_remove_at(t, c, SL_STATE_MAP, HB_MEM(b));
         st->count--;
     }
     return 1;
@@ -927,21 +980,33 @@ static int hb_map_foreach(sl_keyed_backend_t *b, int sid, const void *ns, uint32
 
 /* ---- all keys ---- */
 
+/* Calls cb for every (key, namespace) of one key group's table. */
+static int tab_foreach_entry(hb_tab_t *t, sl_kb_entry_cb cb, void *ctx) {
+    for (uint32_t i = 0; t->cells && i <= t->mask; i++) {
+        hb_cell_t *c = hb_cell(t, i);
+        if (!c->klen1) continue;
+        const uint8_t *kb = hb_kbytes(c);
+        int rc = cb(ctx, kb, hb_klen(c), kb + hb_klen(c), hb_nslen(c));
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 static int hb_foreach_entry(sl_keyed_backend_t *b, int sid, sl_kb_entry_cb cb, void *ctx) {
     hb_backend_t *hb = (hb_backend_t *)b;
     if ((unsigned)sid >= (unsigned)hb->nstates || !cb) return SL_EINVAL;
-    hb_state_t *st = &hb->states[sid];
     for (int g = 0; g < hb->nkg; g++) {
-        hb_tab_t *t = &st->tabs[g];
-        for (uint32_t i = 0; t->cells && i <= t->mask; i++) {
-            hb_cell_t *c = hb_cell(t, i);
-            if (!c->klen1) continue;
-            const uint8_t *kb = hb_kbytes(c);
-            int rc = cb(ctx, kb, hb_klen(c), kb + hb_klen(c), hb_nslen(c));
-            if (rc) return rc;
-        }
+        int rc = tab_foreach_entry(&hb->states[sid].tabs[g], cb, ctx);
+        if (rc) return rc;
     }
     return 0;
+}
+
+static int hb_foreach_entry_kg(sl_keyed_backend_t *b, int sid, int kg, sl_kb_entry_cb cb, void *ctx) {
+    hb_backend_t *hb = (hb_backend_t *)b;
+    if ((unsigned)sid >= (unsigned)hb->nstates || !cb || kg < b->range.start || kg >= b->range.end)
+        return SL_EINVAL;
+    return tab_foreach_entry(&hb->states[sid].tabs[kg - b->range.start], cb, ctx);
 }
 
 static int64_t hb_count(sl_keyed_backend_t *b, int sid) {
@@ -957,7 +1022,7 @@ static void hb_destroy(sl_keyed_backend_t *b) {
         hb_state_t *st = &hb->states[i];
         for (int g = 0; g < hb->nkg; g++) {
             if (st->tabs[g].cow) hb_shell_drop(hb_shells(hb, st)[g]); /* snapshots may still hold it */
-            else hb_tab_free_all(&st->tabs[g], st->kind);
+            else hb_tab_free_all(&st->tabs[g], st->kind, &hb->mem);
         }
         sl_free(st->tabs);
         sl_free(st->name);
@@ -1366,12 +1431,13 @@ static void hb_clear_kg(hb_backend_t *hb, int kgi) {
         hb_tab_t *t = &st->tabs[kgi];
         st->count -= t->n;
         if (t->cow) { /* let go of the shared storage: no copy to throw away */
+            hb->mem -= hb_tab_bytes(t, st->kind); /* no longer live (a walk: failed restores only) */
             hb_shell_t **sh = &hb_shells(hb, st)[kgi];
             hb_shell_drop(*sh);
             *sh = NULL;
             memset(t, 0, sizeof *t);
         } else {
-            hb_tab_free_all(t, st->kind);
+            hb_tab_free_all(t, st->kind, &hb->mem);
         }
     }
 }
@@ -1445,7 +1511,8 @@ static int64_t hb_cell_min_ts(hb_cell_t *c, sl_state_kind_t kind) {
 /* Removes what has expired in cell c of st's table t (private: not shared
  * with a snapshot).  Returns the items removed; *gone when the entry went
  * too (its cell now holds another entry or none). */
-static int hb_cell_expire(hb_tab_t *t, hb_cell_t *c, hb_state_t *st, int64_t ttl_ms, int64_t now, bool *gone) {
+static int hb_cell_expire(hb_tab_t *t, hb_cell_t *c, hb_state_t *st, int64_t ttl_ms, int64_t now, bool *gone,
+                          int64_t *mem) {
     int removed = 0;
     *gone = false;
     switch (st->kind) {
@@ -1472,7 +1539,7 @@ static int hb_cell_expire(hb_tab_t *t, hb_cell_t *c, hb_state_t *st, int64_t ttl
         for (uint32_t j = 0; in->cells && j <= in->mask;) {
             hb_cell_t *ic = hb_cell(in, j);
             if (ic->klen1 && !hb_keep(hb_cval(ic), ic->vlen, ttl_ms, now)) {
-                hb_tab_remove_at(in, ic, SL_STATE_VALUE); /* another entry may shift into j: look again */
+                hb_tab_remove_at(in, ic, SL_STATE_VALUE, mem); /* another entry may shift into j: look again */
                 removed++;
             } else {
                 j++;
@@ -1482,7 +1549,7 @@ static int hb_cell_expire(hb_tab_t *t, hb_cell_t *c, hb_state_t *st, int64_t ttl
         break;
     }
     }
-    hb_tab_remove_at(t, c, st->kind);
+    hb_tab_remove_at(t, c, st->kind, mem);
     st->count--;
     *gone = true;
     return removed;
@@ -1549,7 +1616,7 @@ int sl_heap_backend_ttl_cleanup(sl_keyed_backend_t *b, int sid, int max_entries,
             c = hb_cell(t, cell); /* the copy has the same layout */
         }
         bool gone;
-        removed += hb_cell_expire(t, c, st, ttl, now, &gone);
+        removed += hb_cell_expire(t, c, st, ttl, now, &gone, &hb->mem);
         if (!gone) { /* what is left of it has not expired */
             smin = SL_MIN(smin, hb_cell_min_ts(c, kind));
             cell++;
@@ -1563,6 +1630,23 @@ int sl_heap_backend_ttl_cleanup(sl_keyed_backend_t *b, int sid, int max_entries,
 
 void sl_heap_backend_cow_stats(const sl_keyed_backend_t *b, sl_heap_cow_stats_t *out) {
     *out = ((const hb_backend_t *)b)->stats;
+}
+
+int64_t sl_heap_backend_memory(const sl_keyed_backend_t *b) {
+    if (!b || b->ops != &hb_ops) return SL_EINVAL;
+    return ((const hb_backend_t *)b)->mem;
+}
+
+int64_t sl_heap_backend_memory_walk(const sl_keyed_backend_t *b) {
+    if (!b || b->ops != &hb_ops) return SL_EINVAL;
+    const hb_backend_t *hb = (const hb_backend_t *)b;
+    int64_t n = 0;
+    for (int i = 0; i < hb->nstates; i++) {
+        const hb_state_t *st = &hb->states[i];
+        n += (int64_t)hb->nkg * (int64_t)(sizeof *st->tabs + sizeof(hb_shell_t *));
+        for (int g = 0; g < hb->nkg; g++) n += hb_tab_bytes(&st->tabs[g], st->kind);
+    }
+    return n;
 }
 
 static int hb_state_info(sl_keyed_backend_t *b, int sid, const char **name, sl_state_kind_t *kind, int64_t *ttl_ms) {
@@ -1589,6 +1673,7 @@ static const sl_keyed_backend_ops_t hb_ops = {
     .map_remove = hb_map_remove,
     .map_foreach = hb_map_foreach,
     .foreach_entry = hb_foreach_entry,
+    .foreach_entry_kg = hb_foreach_entry_kg,
     .count = hb_count,
     .prefetch = hb_prefetch,
     .destroy = hb_destroy,

@@ -695,6 +695,7 @@ typedef struct rdb_backend {
     int errc; /* first RocksDB error (sticky) */
     char err[512];
     char instance[33];
+    bool own_cache; /* its block cache is its own (opts->cache NULL) */
 } rdb_backend_t;
 
 static const sl_keyed_backend_ops_t rdb_ops;
@@ -1467,18 +1468,19 @@ static int rdb_map_foreach(sl_keyed_backend_t *b, int sid, const void *ns, uint3
 
 /* ---- every entry of a state ---- */
 
-/* Calls cb for each (key, ns) of state sid in the range (or counts them). */
-static int rdb_scan_state(rdb_backend_t *rb, int sid, sl_kb_entry_cb cb, void *c, int64_t *count) {
-    sl_keyed_backend_t *b = &rb->base;
+/* Calls cb for each (key, ns) of state sid in key groups [kg_lo, kg_hi)
+ * (or counts them). */
+static int rdb_scan_state(rdb_backend_t *rb, int sid, int kg_lo, int kg_hi, sl_kb_entry_cb cb, void *c,
+                          int64_t *count) {
     bool map = rb->states[sid].kind == SL_STATE_MAP;
     uint8_t hi[2], seek[RDB_KPFX];
-    rdb_be16(hi, (unsigned)b->range.end);
+    rdb_be16(hi, (unsigned)kg_hi);
     rdb_iter_t x;
     rdb_iter_open(&x, rb->core->db, NULL, hi, sizeof hi, true);
     sl_buf_t prev = {0}; /* the last (key, ns) prefix of a map */
     int rc = 0;
     int64_t n = 0;
-    for (int kg = b->range.start; kg < b->range.end && !rc; kg++) {
+    for (int kg = kg_lo; kg < kg_hi && !rc; kg++) {
         rdb_be16(rdb_be16(seek, (unsigned)kg), (unsigned)sid);
         prev.len = 0;
         for (rocksdb_iter_seek(x.it, (const char *)seek, sizeof seek); rocksdb_iter_valid(x.it);
@@ -1510,7 +1512,17 @@ static int rdb_foreach_entry(sl_keyed_backend_t *b, int sid, sl_kb_entry_cb cb, 
     rdb_begin(rb);
     int rc = rdb_vc_flush(rb);
     if (rc) return rc;
-    return rdb_scan_state(rb, sid, cb, c, NULL);
+    return rdb_scan_state(rb, sid, b->range.start, b->range.end, cb, c, NULL);
+}
+
+static int rdb_foreach_entry_kg(sl_keyed_backend_t *b, int sid, int kg, sl_kb_entry_cb cb, void *c) {
+    rdb_backend_t *rb = RB(b);
+    if ((unsigned)sid >= (unsigned)rb->nstates || !cb || kg < b->range.start || kg >= b->range.end)
+        return SL_EINVAL;
+    rdb_begin(rb);
+    int rc = rdb_vc_flush(rb); /* the value cache's dirty entries: the scan reads the database */
+    if (rc) return rc;
+    return rdb_scan_state(rb, sid, kg, kg + 1, cb, c, NULL);
 }
 
 static int64_t rdb_count(sl_keyed_backend_t *b, int sid) {
@@ -1520,7 +1532,7 @@ static int64_t rdb_count(sl_keyed_backend_t *b, int sid) {
     int rc = rdb_vc_flush(rb);
     if (rc) return rc;
     int64_t n = 0;
-    rc = rdb_scan_state(rb, sid, NULL, NULL, &n);
+    rc = rdb_scan_state(rb, sid, b->range.start, b->range.end, NULL, NULL, &n);
     return rc < 0 ? rc : n;
 }
 
@@ -2140,6 +2152,7 @@ static const sl_keyed_backend_ops_t rdb_ops = {
     .map_remove = rdb_map_remove,
     .map_foreach = rdb_map_foreach,
     .foreach_entry = rdb_foreach_entry,
+    .foreach_entry_kg = rdb_foreach_entry_kg,
     .count = rdb_count,
     .prefetch = NULL,
     .destroy = rdb_destroy,
@@ -2184,6 +2197,7 @@ static rdb_backend_t *rdb_backend_alloc(int maxp, sl_kg_range_t range, rdb_core_
     rdb_backend_t *rb = sl_calloc(1, sizeof *rb);
     sl_kb_base_init(&rb->base, &rdb_ops, maxp, range);
     rb->core = core;
+    rb->own_cache = !opts->cache;
     if (opts->value_cache_bytes >= 0) { /* default: as large as the write buffer budget */
         size_t wb = opts->write_buffer_bytes ? opts->write_buffer_bytes : 64 * RDB_MIB;
         rb->vc = sl_rvc_new(opts->value_cache_bytes ? (size_t)opts->value_cache_bytes : wb);
@@ -2612,6 +2626,8 @@ int sl_rocksdb_memory(sl_keyed_backend_t *b, sl_rocksdb_mem_t *out) {
     sl_rvc_stats_t vs = {0};
     if (RB(b)->vc) sl_rvc_stats(RB(b)->vc, &vs);
     out->value_cache = vs.bytes + vs.captured_bytes; /* with captured copies a checkpoint still reads */
+    out->live_data = rdb_prop(db, "rocksdb.estimate-live-data-size");
+    out->own_block_cache = RB(b)->own_cache;
     return SL_OK;
 }
 

@@ -167,6 +167,8 @@ typedef struct sl_rocksdb_mem {
     uint64_t live_sst_bytes;   /* rocksdb.live-sst-files-size (disk) */
     uint64_t value_cache;      /* the backend's value cache (entries and table, and the copies of
                                 * captured values that checkpoints being written still read) */
+    uint64_t live_data;        /* rocksdb.estimate-live-data-size */
+    bool own_block_cache;      /* the block cache is this backend's (not a shared one) */
 } sl_rocksdb_mem_t;
 int sl_rocksdb_memory(sl_keyed_backend_t *b, sl_rocksdb_mem_t *out);
 

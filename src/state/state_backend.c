@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "common/common.h"
+#include "state/rocksdb_backend.h"
 
 /* Initial capacity of the current-key buffer: most keys are a few bytes, so
  * b->key is never NULL and set_key rarely grows it. */
@@ -83,4 +84,23 @@ int64_t sl_kb_now_ms(const sl_keyed_backend_t *b) {
 void sl_kb_set_clock(sl_keyed_backend_t *b, int64_t (*clock)(void *ctx), void *ctx) {
     b->clock = clock;
     b->clock_ctx = ctx;
+}
+
+int sl_kb_memory(sl_keyed_backend_t *b, sl_kb_memory_t *out) {
+    if (!b || !out) return SL_EINVAL;
+    int64_t heap = sl_heap_backend_memory(b);
+    if (heap >= 0) {
+        *out = (sl_kb_memory_t){heap, -1, -1, -1, -1};
+        return SL_OK;
+    }
+    sl_rocksdb_mem_t m;
+    if (sl_rocksdb_memory(b, &m) != SL_OK) return SL_EINVAL;
+    *out = (sl_kb_memory_t){
+        .state_bytes = (int64_t)(m.memtables + m.table_readers + m.value_cache + (m.own_block_cache ? m.block_cache : 0)),
+        .rocksdb_cur_size_all_mem_tables = (int64_t)m.memtables,
+        .rocksdb_estimate_table_readers_mem = (int64_t)m.table_readers,
+        .rocksdb_block_cache_usage = (int64_t)m.block_cache,
+        .rocksdb_estimate_live_data_size = (int64_t)m.live_data,
+    };
+    return SL_OK;
 }

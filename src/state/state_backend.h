@@ -168,6 +168,12 @@ typedef struct sl_keyed_backend_ops {
      * past the last.  The name is valid until the backend is destroyed.
      * Task thread. */
     int (*state_info)(sl_keyed_backend_t *b, int sid, const char **name, sl_state_kind_t *kind, int64_t *ttl_ms);
+
+    /* Optional (queryable state: every namespace of one key): as
+     * foreach_entry, for the entries of key group kg only (which must be
+     * in the backend's range; SL_EINVAL otherwise).  Costs that key
+     * group's share of the state, not the whole range's.  Task thread. */
+    int (*foreach_entry_kg)(sl_keyed_backend_t *b, int sid, int kg, sl_kb_entry_cb cb, void *c);
 } sl_keyed_backend_ops_t;
 
 /* What every backend's snapshot starts with, so that a checkpoint writer
@@ -221,6 +227,32 @@ typedef struct sl_heap_cow_stats {
     uint64_t cow_reclaimed;  /* tables taken back without a copy: their snapshots were released */
 } sl_heap_cow_stats_t;
 void sl_heap_backend_cow_stats(const sl_keyed_backend_t *b, sl_heap_cow_stats_t *out);
+
+/* Bytes of live state the heap backend holds: per-state table arrays,
+ * every key group's cells, out-of-line (spilled) blocks and nested map
+ * tables.  Counted at each allocation and free (O(1) here); storage that
+ * only a snapshot still holds (copy-on-write) is not counted.  Task thread. */
+int64_t sl_heap_backend_memory(const sl_keyed_backend_t *b);
+/* The same figure by walking every table (for tests of the accounting). */
+int64_t sl_heap_backend_memory_walk(const sl_keyed_backend_t *b);
+
+/* Memory of a keyed backend, for the stateMemoryBytes metric and, on
+ * RocksDB, Flink's RocksDB native metrics (RocksDBNativeMetricOptions).
+ * RocksDB fields are -1 on the heap backend. */
+typedef struct sl_kb_memory {
+    /* heap: sl_heap_backend_memory.  RocksDB: memtables + table readers +
+     * the value cache + the block cache's usage when the cache is the
+     * backend's own (a shared cache is not any one backend's) */
+    int64_t state_bytes;
+    int64_t rocksdb_cur_size_all_mem_tables;   /* rocksdb.cur-size-all-mem-tables */
+    int64_t rocksdb_estimate_table_readers_mem; /* rocksdb.estimate-table-readers-mem */
+    int64_t rocksdb_block_cache_usage;          /* rocksdb.block-cache-usage (the whole cache if shared) */
+    int64_t rocksdb_estimate_live_data_size;    /* rocksdb.estimate-live-data-size (SST data, on disk) */
+} sl_kb_memory_t;
+/* Fills *out for a heap or RocksDB backend (RocksDB: reads its
+ * properties, a few microseconds; callers rate-limit).  0, or SL_EINVAL
+ * for another backend or NULL.  Task thread. */
+int sl_kb_memory(sl_keyed_backend_t *b, sl_kb_memory_t *out);
 
 /* ------------------------------------------------------------------ */
 /* Snapshot dispatch (state_snapshot.c): the checkpoint writer's side.  */

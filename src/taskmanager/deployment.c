@@ -182,6 +182,11 @@ static void metrics_of(const sl_deployment_t *dep, const sl_task_t *t, sl_msg_su
             .out_watermark = atomic_load_explicit(&p->out_wm, memory_order_relaxed),
             .late_dropped = atomic_load_explicit(&p->late_dropped, memory_order_relaxed),
             .pending_records = atomic_load_explicit(&p->pending, memory_order_relaxed),
+            .state_memory_bytes = atomic_load_explicit(&p->state_mem, memory_order_relaxed),
+            .rdb_mem_tables = atomic_load_explicit(&p->rdb_mem_tables, memory_order_relaxed),
+            .rdb_table_readers = atomic_load_explicit(&p->rdb_table_readers, memory_order_relaxed),
+            .rdb_block_cache = atomic_load_explicit(&p->rdb_block_cache, memory_order_relaxed),
+            .rdb_live_data = atomic_load_explicit(&p->rdb_live_data, memory_order_relaxed),
         };
     }
 }
@@ -263,9 +268,16 @@ void sl_deployment_prom_family(sl_deployment_t *dep, int family, const char *nam
                                     : family == SL_PROM_OP_IN_WM  ? &p->in_wm
                                     : family == SL_PROM_OP_OUT_WM ? &p->out_wm
                                     : family == SL_PROM_OP_LATE   ? &p->late_dropped
+                                    : family == SL_PROM_OP_STATE_MEM      ? &p->state_mem
+                                    : family == SL_PROM_OP_RDB_MEMTABLES  ? &p->rdb_mem_tables
+                                    : family == SL_PROM_OP_RDB_READERS    ? &p->rdb_table_readers
+                                    : family == SL_PROM_OP_RDB_BLOCK_CACHE ? &p->rdb_block_cache
+                                    : family == SL_PROM_OP_RDB_LIVE_DATA  ? &p->rdb_live_data
                                                                   : &p->pending;
             int64_t v = atomic_load_explicit(f, memory_order_relaxed);
-            if (family == SL_PROM_OP_PENDING && v < 0) continue; /* not a source that knows it */
+            /* -1: not a source that knows it / no keyed state / not RocksDB */
+            if ((family == SL_PROM_OP_PENDING || (family >= SL_PROM_OP_STATE_MEM && family <= SL_PROM_OP_RDB_LIVE_DATA)) && v < 0)
+                continue;
             sl_prom_sample(out, name, labels, 6, (double)v);
         }
     }

@@ -56,6 +56,9 @@ void sl_deployment_set_tm_id(sl_deployment_t *dep, const char *tm_id);
  * per operator, then per task (accumulated times, ms). */
 enum {
     SL_PROM_OP_IN, SL_PROM_OP_OUT, SL_PROM_OP_IN_WM, SL_PROM_OP_OUT_WM, SL_PROM_OP_LATE, SL_PROM_OP_PENDING,
+    /* keyed operators' state memory (samples only where known) */
+    SL_PROM_OP_STATE_MEM, SL_PROM_OP_RDB_MEMTABLES, SL_PROM_OP_RDB_READERS, SL_PROM_OP_RDB_BLOCK_CACHE,
+    SL_PROM_OP_RDB_LIVE_DATA,
     SL_PROM_TASK_BUSY, SL_PROM_TASK_IDLE, SL_PROM_TASK_BP, SL_PROM_TASK_BYTES_IN, SL_PROM_TASK_BYTES_OUT,
     SL_PROM_NFAMILIES
 };

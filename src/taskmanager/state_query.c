@@ -5,7 +5,11 @@
  *
  * The answer's block is the canonical keyed-state format (state_backend.h)
  * of the key's key group, holding the queried states (sorted by name) with
- * at most one entry each: this key in the queried namespace.  A state with
+ * this key's entries: the one in the queried namespace, or without a
+ * namespace every namespace the key has (a window operator's state per
+ * window), found by walking the key's key group of each state in the
+ * backend (foreach_entry_kg: one key group's share of the operator's state
+ * per query, which bounds the time the task spends on it).  A state with
  * TTL answers its live values without their timestamps, and nothing for
  * an expired one (as a read through the state would).
  *
@@ -114,38 +118,109 @@ static int cmp_chosen(const void *a, const void *b) {
     return strcmp(((const chosen_t *)a)->name, ((const chosen_t *)b)->name);
 }
 
-/* Appends state c's part of the block for the current key; 0, or
- * SL_EINVAL when the answer grew too large. */
-static int write_state(sl_keyed_backend_t *kb, const chosen_t *c, const sq_mail_t *q, sl_buf_t *out) {
-    items_t it = {.ttl_ms = c->ttl_ms, .now = c->ttl_ms > 0 ? sl_kb_now_ms(kb) : 0};
-    const uint8_t *ns = q->has_ns ? q->ns : (const uint8_t *)"";
-    uint32_t nslen = q->has_ns ? q->nslen : 0;
+/* The live items of state c for the current key in namespace ns. */
+static void read_items(sl_keyed_backend_t *kb, const chosen_t *c, const uint8_t *ns, uint32_t nslen, items_t *it) {
     if (c->kind == SL_STATE_VALUE) {
         uint32_t vlen = 0;
         const void *v = kb->ops->get(kb, c->sid, ns, nslen, &vlen);
-        if (v) items_add(&it, NULL, 0, v, vlen);
+        if (v) items_add(it, NULL, 0, v, vlen);
     } else if (c->kind == SL_STATE_LIST) {
-        kb->ops->list_foreach(kb, c->sid, ns, nslen, on_list, &it);
+        kb->ops->list_foreach(kb, c->sid, ns, nslen, on_list, it);
     } else {
-        kb->ops->map_foreach(kb, c->sid, ns, nslen, on_map, &it);
+        kb->ops->map_foreach(kb, c->sid, ns, nslen, on_map, it);
     }
-    int rc = it.over ? SL_EINVAL : 0;
+}
+
+/* The namespaces the queried key has in a state: copies, in one buffer
+ * (each as u32 length + bytes). */
+typedef struct nslist {
+    const uint8_t *key;
+    uint32_t klen;
+    sl_buf_t b;
+    size_t n;
+    bool over;
+} nslist_t;
+
+static int on_entry(void *c, const void *key, uint32_t klen, const void *ns, uint32_t nslen) {
+    nslist_t *l = c;
+    if (klen != l->klen || (klen && memcmp(key, l->key, klen) != 0)) return 0;
+    if (l->b.len + 4 + nslen > MAX_BLOCK) {
+        l->over = true;
+        return 1;
+    }
+    uint8_t len[4];
+    sl_st32(len, nslen);
+    sl_buf_append(&l->b, len, 4);
+    if (nslen) sl_buf_append(&l->b, ns, nslen);
+    l->n++;
+    return 0;
+}
+
+typedef struct nsref {
+    const uint8_t *p;
+    uint32_t n;
+} nsref_t;
+
+static int cmp_ns(const void *a, const void *b) {
+    const nsref_t *x = a, *y = b;
+    int c = memcmp(x->p, y->p, x->n < y->n ? x->n : y->n);
+    return c ? c : (x->n > y->n) - (x->n < y->n);
+}
+
+/* Appends state c's part of the block for the current key: its entry in
+ * the queried namespace, or (no namespace asked) one entry per namespace
+ * the key has, in bytewise order of namespace.  A key's namespaces are
+ * found by walking its key group of the state (foreach_entry_kg: that key
+ * group's share of the state, never the whole range).  0, or SL_EINVAL
+ * when the answer grew too large. */
+static int write_state(sl_keyed_backend_t *kb, const chosen_t *c, const sq_mail_t *q, int kg, sl_buf_t *out) {
+    int64_t now = c->ttl_ms > 0 ? sl_kb_now_ms(kb) : 0;
+    nsref_t one = {q->has_ns ? q->ns : (const uint8_t *)"", q->has_ns ? q->nslen : 0}, *nss = &one;
+    size_t nns = 1;
+    nslist_t l = {.key = q->key, .klen = q->klen};
+    if (!q->has_ns) {
+        if (kb->ops->foreach_entry_kg) kb->ops->foreach_entry_kg(kb, c->sid, kg, on_entry, &l);
+        else kb->ops->foreach_entry(kb, c->sid, on_entry, &l);
+        nns = l.n;
+        nss = nns ? sl_malloc(nns * sizeof *nss) : NULL;
+        const uint8_t *p = l.b.p;
+        for (size_t i = 0; i < nns; i++) {
+            nss[i].n = sl_ld32(p);
+            nss[i].p = p + 4;
+            p += 4 + nss[i].n;
+        }
+        if (nns > 1) qsort(nss, nns, sizeof *nss, cmp_ns);
+    }
+    /* the entries, apart: their count comes first */
+    sl_buf_t body = {0};
+    uint32_t nentries = 0;
+    bool over = l.over;
+    for (size_t e = 0; e < nns && !over; e++) {
+        items_t it = {.ttl_ms = c->ttl_ms, .now = now};
+        read_items(kb, c, nss[e].p, nss[e].n, &it);
+        over = it.over || body.len > MAX_BLOCK;
+        if (it.n && !over) {
+            nentries++;
+            sl_kbf_bytes(&body, q->key, q->klen);
+            sl_kbf_bytes(&body, nss[e].p, nss[e].n);
+            if (c->kind != SL_STATE_VALUE) sl_kbf_varint(&body, it.n);
+            for (size_t i = 0; i < it.n; i++) {
+                const size_t *o = &it.off[i * 4];
+                if (c->kind == SL_STATE_MAP) sl_kbf_bytes(&body, it.bytes.p + o[0], (uint32_t)o[1]);
+                sl_kbf_bytes(&body, it.bytes.p + o[2], (uint32_t)o[3]);
+            }
+        }
+        sl_buf_free(&it.bytes);
+        sl_free(it.off);
+    }
     sl_kbf_bytes(out, c->name, (uint32_t)strlen(c->name));
     sl_kbf_u8(out, (uint8_t)c->kind);
-    sl_kbf_varint(out, it.n ? 1 : 0);
-    if (it.n) {
-        sl_kbf_bytes(out, q->key, q->klen);
-        sl_kbf_bytes(out, ns, nslen);
-        if (c->kind != SL_STATE_VALUE) sl_kbf_varint(out, it.n);
-        for (size_t i = 0; i < it.n; i++) {
-            const size_t *o = &it.off[i * 4];
-            if (c->kind == SL_STATE_MAP) sl_kbf_bytes(out, it.bytes.p + o[0], (uint32_t)o[1]);
-            sl_kbf_bytes(out, it.bytes.p + o[2], (uint32_t)o[3]);
-        }
-    }
-    sl_buf_free(&it.bytes);
-    sl_free(it.off);
-    return rc;
+    sl_kbf_varint(out, nentries);
+    if (body.len) sl_buf_append(out, body.p, body.len);
+    sl_buf_free(&body);
+    if (nss != &one) sl_free(nss);
+    sl_buf_free(&l.b);
+    return over ? SL_EINVAL : 0;
 }
 
 /* ---- the task's thread ---- */
@@ -225,7 +300,7 @@ static sl_msg_t *answer(sl_task_t *t, const sq_mail_t *q) {
     sl_buf_t block = {0};
     size_t start = sl_kbf_begin(&block, kb->max_parallelism, kg, (uint32_t)n);
     int rc = 0;
-    for (int i = 0; i < n && rc == 0; i++) rc = write_state(kb, &cs[i], q, &block);
+    for (int i = 0; i < n && rc == 0; i++) rc = write_state(kb, &cs[i], q, kg, &block);
     sl_kbf_end(&block, start);
     if (had_key) sl_kb_set_key_hashed(kb, saved, savedlen, savedhash);
     sl_free(saved);

@@ -17,6 +17,7 @@
 
 #include "common/common.h"
 #include "operators/source_op.h"
+#include "state/state_backend.h"
 #include "taskmanager/task_int.h"
 #include "windowing/window.h"
 
@@ -633,6 +634,11 @@ void sl_task_pub_init(sl_task_t *t) {
         atomic_init(&p->out_wm, INT64_MIN);
         atomic_init(&p->late_dropped, 0);
         atomic_init(&p->pending, -1);
+        atomic_init(&p->state_mem, -1);
+        atomic_init(&p->rdb_mem_tables, -1);
+        atomic_init(&p->rdb_table_readers, -1);
+        atomic_init(&p->rdb_block_cache, -1);
+        atomic_init(&p->rdb_live_data, -1);
     }
 }
 
@@ -642,6 +648,28 @@ void sl_task_pub_free(sl_task_t *t) {
 }
 
 #define PUB(field, v) atomic_store_explicit(&(field), (v), memory_order_relaxed)
+
+/* State memory of a keyed operator (stateMemoryBytes, RocksDB's native
+ * metrics).  The heap backend counts its bytes as it allocates: read every
+ * turn.  RocksDB answers property queries (microseconds each): at most
+ * every SL_STATE_MEM_INTERVAL_NS per task, and always for the final
+ * figures (the task resets t->state_mem_ns before them). */
+#define SL_STATE_MEM_INTERVAL_NS (50 * 1000000LL)
+static bool publish_state_memory(const sl_operator_t *op, sl_op_pub_t *p, bool rdb_due) {
+    int64_t heap = sl_heap_backend_memory(op->kb);
+    if (heap >= 0) {
+        PUB(p->state_mem, heap);
+        return false;
+    }
+    sl_kb_memory_t m;
+    if (!rdb_due || sl_kb_memory(op->kb, &m) != SL_OK) return false;
+    PUB(p->state_mem, m.state_bytes);
+    PUB(p->rdb_mem_tables, m.rocksdb_cur_size_all_mem_tables);
+    PUB(p->rdb_table_readers, m.rocksdb_estimate_table_readers_mem);
+    PUB(p->rdb_block_cache, m.rocksdb_block_cache_usage);
+    PUB(p->rdb_live_data, m.rocksdb_estimate_live_data_size);
+    return true;
+}
 
 void sl_task_publish_metrics(sl_task_t *t) {
     if (SL_UNLIKELY(!t->pub.ops)) return;
@@ -662,6 +690,8 @@ void sl_task_publish_metrics(sl_task_t *t) {
     for (int w = 0; w < t->nwriters; w++) out += t->writers[w]->bytes;
     PUB(t->pub.bytes_in, t->bytes_in);
     PUB(t->pub.bytes_out, out);
+    const bool rdb_due = !t->state_mem_ns || now - t->state_mem_ns >= SL_STATE_MEM_INTERVAL_NS;
+    bool rdb_read = false;
     for (int i = 0; i < t->nops; i++) {
         const sl_operator_t *op = t->ops[i];
         sl_op_pub_t *p = &t->pub.ops[i];
@@ -672,7 +702,9 @@ void sl_task_publish_metrics(sl_task_t *t) {
         PUB(p->out_wm, t->outs[i].out_wm);
         PUB(p->late_dropped, sl_window_op_late_dropped(op));
         if (i == 0 && t->is_source) PUB(p->pending, sl_source_op_pending(t->ops[0]));
+        if (op->kb && publish_state_memory(op, p, rdb_due)) rdb_read = true;
     }
+    if (rdb_read) t->state_mem_ns = now; /* the chain's operators share one interval */
 }
 
 #define LD(field) atomic_load_explicit(&(field), memory_order_relaxed)
@@ -872,6 +904,7 @@ void *sl_task_main(void *arg) {
     }
     for (int i = 0; i < t->nops; i++)
         if (t->ops[i]->vt->close) t->ops[i]->vt->close(t->ops[i]);
+    t->state_mem_ns = 0;        /* RocksDB state memory too */
     sl_task_publish_metrics(t); /* the final figures, before the task reports its end */
     if (t->failed)
         sl_deployment_task_failed(t->dep, t);

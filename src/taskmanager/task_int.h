@@ -47,6 +47,10 @@ typedef struct sl_op_pub {
     atomic_llong in_wm, out_wm;  /* combined input / last output watermark */
     atomic_llong late_dropped;   /* window operators: late records dropped */
     atomic_llong pending;        /* sources: pendingRecords (-1: unknown) */
+    /* keyed operators: stateMemoryBytes (-1: no keyed state) and, on
+     * RocksDB, its native metrics (-1 otherwise; sl_kb_memory_t) */
+    atomic_llong state_mem;
+    atomic_llong rdb_mem_tables, rdb_table_readers, rdb_block_cache, rdb_live_data;
 } sl_op_pub_t;
 
 typedef struct sl_task_pub {
@@ -146,6 +150,7 @@ struct sl_task {
     int64_t start_ns;            /* when the task thread started (sl_mono_ns) */
     sl_task_pub_t pub;           /* published copies (see sl_task_pub_t) */
     sl_op_context_t opctx;       /* what the task's operators see of it (sl_task_init_context) */
+    int64_t state_mem_ns;        /* when RocksDB state memory was last read (rate-limited) */
 };
 
 /* Task thread: publishes the task's counters, times and watermarks to
