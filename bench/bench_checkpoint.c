@@ -13,7 +13,11 @@
  * that checkpoint, the bytes of the first checkpoint after the 1% change
  * (with --incremental: what an incremental checkpoint uploads), and the
  * wall time of a second job that restores the checkpoint after the load and reads
- * every key back (restore time).  Checkpoints go to D (default /tmp).
+ * every key back (restore time).  Checkpoints go to D (default /tmp); D
+ * may be s3://bucket/prefix (S3 checkpoint storage: the endpoint and
+ * credentials from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID and
+ * AWS_SECRET_ACCESS_KEY, e.g. scripts/s3proxy.sh's S3Proxy; the objects
+ * are left in the bucket, under a prefix of their own per run).
  * Also printed: the median and the largest synchronous phase over every
  * completed checkpoint of the first job (sync_med_ms, sync_max_ms): with
  * RocksDB those taken while the load runs meet a full value cache of
@@ -284,6 +288,7 @@ int main(int argc, char **argv) {
            big >= 0 ? st[big].state_bytes : -1, after >= 0 ? st[after].state_bytes : -1, t_restore,
            O.skip_restore ? -1LL : (long long)atomic_load(&read_ok), ru.ru_maxrss / 1024, order);
     snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", ck, ck2);
-    if (system(cmd) != 0) fprintf(stderr, "bench_checkpoint: could not remove %s\n", ck);
+    if (strncmp(ck, "s3://", 5) == 0) fprintf(stderr, "bench_checkpoint: the checkpoints stay in %s\n", ck);
+    else if (system(cmd) != 0) fprintf(stderr, "bench_checkpoint: could not remove %s\n", ck);
     return rc < 0 || (!O.skip_restore && atomic_load(&read_ok) != nkeys) ? 1 : 0;
 }

@@ -32,6 +32,14 @@
  *                             TaskManagers with the seeds' placement), kill -9
  *                             of random TaskManagers with replacements
  *                             (SLUICE_FRAUD_CLUSTER_KILLS, default 10)
+ *   cluster_kills_s3          the same with the checkpoints in S3 (S3Proxy of the
+ *                             `s3` fixture; SLUICE_FRAUD_S3_KILLS, default 3)
+ *   ha_jobmanager_and_taskmanager_kills
+ *                             three JobManagers with ZooKeeper HA (`zookeeper`
+ *                             fixture): kill -9 of a TaskManager after a
+ *                             completed checkpoint, then of the leader after
+ *                             the next, three times (SLUICE_FRAUD_HA_KILLS);
+ *                             output exact, checkpoint ids grow across leaders
  *   cluster_kill_sinks_in_each_2pc_window
  *                             the same fault points in the sinks' TaskManager
  *                             of a cluster: it dies there, a replacement comes
@@ -52,6 +60,7 @@
 #include <time.h>
 
 #include "cluster_util.h"
+#include "ha_util.h"
 #include "test.h"
 #include "test_kafka_util.h"
 #include "test_postgres_util.h"
@@ -950,6 +959,57 @@ static void cluster_job_args(const run_t *r, char *args, size_t cap) {
              r->throttle, (long long)r->idle_timeout, COUNT_THRESHOLD, SUM_THRESHOLD, r->log, r->dlq, pgt_conninfo());
 }
 
+/* The S3Proxy of the ctest fixture `s3` (scripts/s3proxy.sh writes its
+ * endpoint to SLUICE_S3_ENDPOINT_FILE): the AWS variables every process
+ * started from here inherits point at it. */
+static char s3_endpoint[256];
+static const char *s3_bucket;
+static const char *s3_prefix; /* cluster_kills_case checks its checkpoints are there */
+
+static bool s3_setup(void) {
+    const char *path = getenv("SLUICE_S3_ENDPOINT_FILE");
+    FILE *f = path ? fopen(path, "r") : NULL;
+    bool ok = f && fgets(s3_endpoint, sizeof s3_endpoint, f);
+    if (f) fclose(f);
+    if (!ok) {
+        fprintf(stderr, "  no S3 endpoint in SLUICE_S3_ENDPOINT_FILE (%s): the ctest fixture s3 starts S3Proxy\n",
+                path ? path : "unset");
+        return false;
+    }
+    s3_endpoint[strcspn(s3_endpoint, "\r\n")] = 0;
+    const char *b = getenv("SLUICE_S3_BUCKET"), *ak = getenv("SLUICE_S3_ACCESS_KEY"), *sk = getenv("SLUICE_S3_SECRET_KEY");
+    s3_bucket = b && *b ? b : "sluice-test";
+    setenv("AWS_ENDPOINT_URL", s3_endpoint, 1);
+    setenv("AWS_ACCESS_KEY_ID", ak && *ak ? ak : "sluice-access", 1);
+    setenv("AWS_SECRET_ACCESS_KEY", sk && *sk ? sk : "sluice-secret", 1);
+    setenv("AWS_REGION", "us-east-1", 1);
+    return true;
+}
+
+/* How many objects under s3://bucket/prefix/ end in `suffix` (a signed
+ * ListObjectsV2 with curl, as scripts/s3proxy.sh does); -1 on error. */
+static int s3_count(const char *prefix, const char *suffix) {
+    char cmd[2000];
+    snprintf(cmd, sizeof cmd,
+             "curl -sf --aws-sigv4 'aws:amz:us-east-1:s3' -u \"$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY\" "
+             "-H 'x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855' " /* empty body */
+             "'%s/%s/?list-type=2&prefix=%s%%2F'", /* the slash encoded, as SigV4 signs it */
+             s3_endpoint, s3_bucket, prefix);
+    FILE *f = popen(cmd, "r");
+    if (!f) return -1;
+    sl_buf_t b = {0};
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) sl_buf_append(&b, chunk, n);
+    sl_buf_append(&b, "", 1);
+    int rc = pclose(f), count = 0;
+    char needle[128];
+    snprintf(needle, sizeof needle, "%s</Key>", suffix);
+    for (const char *p = (const char *)b.p; (p = strstr(p, needle)); p++) count++;
+    sl_buf_free(&b);
+    return rc == 0 ? count : -1;
+}
+
 /* The same pipeline, submitted with `sluice run` to a JobManager with four
  * TaskManagers (two slots each): the Kafka source, the window and the two
  * two-phase-commit sinks in three slot sharing groups, so three
@@ -958,21 +1018,25 @@ static void cluster_job_args(const run_t *r, char *args, size_t cap) {
  * moments, a replacement started each time; the JobManager notices the
  * failed connection, restarts the job from its latest checkpoint on the
  * live TaskManagers, and the outputs are exactly the expected sets, with no
- * prepared transaction left (SLUICE_FRAUD_CLUSTER_KILLS, default 10). */
-TEST(cluster_kills) {
+ * prepared transaction left (SLUICE_FRAUD_CLUSTER_KILLS, default 10).
+ * cluster_kills_case: `kills` kills, with `ntm` TaskManagers at the start
+ * (3: each runs one group, so every kill fails the job; 4: one is spare);
+ * checkpoints into ckpt_uri (NULL: the run's directory on the local
+ * filesystem). */
+static void cluster_kills_case(const char *name, int kills, int ntm, const char *ckpt_uri) {
     run_t r;
-    run_init(&r, "fraud-cluster");
-    int kills = getenv("SLUICE_FRAUD_CLUSTER_KILLS") ? atoi(getenv("SLUICE_FRAUD_CLUSTER_KILLS")) : 10;
+    run_init(&r, name);
+    if (ckpt_uri) snprintf(r.ckpt, sizeof r.ckpt, "%s", ckpt_uri);
     const int min_ms = 1000, max_ms = 2000;
     r.throttle = 600;
     double budget = (double)kills * max_ms / 1000.0 * r.throttle, share = (double)N * 5.0 / 11.0;
     CHECK(budget < share * 0.9); /* no kill after the end of the input */
     cluster_t c;
-    cl_cluster_init(&c, "fraud");
+    cl_cluster_init(&c, name);
     cl_start_jm(&c);
     int next = 1;
-    for (int i = 0; i < 4; i++) cl_start_tm(&c, next++, 2, NULL, NULL);
-    CHECK(cl_wait_tms(&c, 4, 10000));
+    for (int i = 0; i < ntm; i++) cl_start_tm(&c, next++, 2, NULL, NULL);
+    CHECK(cl_wait_tms(&c, ntm, 10000));
     char args[6000], id[64], st[32];
     cluster_job_args(&r, args, sizeof args);
     cl_submit_job(&c, SLUICE_FRAUD_KAFKA_JOB, "", args, id, sizeof id);
@@ -988,6 +1052,14 @@ TEST(cluster_kills) {
         CHECK(cl_count_in(c.tm[i].log, "deploying job") <= 1);
     }
     CHECK(with_source == 1 && with_window == 1 && with_sinks == 1);
+    if (s3_prefix) { /* the checkpoints go to S3: one is complete there before the first kill */
+        int n = 0;
+        for (int64_t end = cl_now_ms() + 30000; cl_now_ms() < end && (n = s3_count(s3_prefix, "/_metadata")) <= 0;)
+            cl_sleep_ms(100);
+        fprintf(stderr, "  %d checkpoint _metadata objects in s3://%s/%s/ before the first kill\n", n, s3_bucket,
+                s3_prefix);
+        CHECK(n > 0);
+    }
     int killed = 0;
     for (int k = 0; k < kills; k++) {
         cl_sleep_ms(min_ms + rand() % (max_ms - min_ms));
@@ -1016,8 +1088,134 @@ TEST(cluster_kills) {
             cl_count_in(c.jm.log, "restarting from the latest checkpoint"));
     CHECK(ok);
     CHECK_EQ(killed, kills);
+    if (ntm == 3) /* no spare TaskManager: the job restored from its checkpoints */
+        CHECK(cl_count_in(c.jm.log, "restarting from the latest checkpoint") >= 1);
     CHECK(verify_all(r.decisions, r.late, r.table, r.job, &want));
     cl_cluster_stop(&c);
+}
+
+TEST(cluster_kills) {
+    int kills = getenv("SLUICE_FRAUD_CLUSTER_KILLS") ? atoi(getenv("SLUICE_FRAUD_CLUSTER_KILLS")) : 10;
+    cluster_kills_case("fraud-cluster", kills, 4, NULL);
+}
+
+/* ---- g: the same on a cluster with checkpoints in S3 ---- */
+
+/* cluster_kills with execution.checkpointing.dir s3://bucket/<prefix>
+ * against S3Proxy: every checkpoint's state and _metadata go to S3 (seen
+ * there while the job runs), and each kill -9 of a TaskManager (three,
+ * each running part of the job) is followed by a restore that reads them
+ * back from S3; output exact
+ * (SLUICE_FRAUD_S3_KILLS, default 3). */
+TEST(cluster_kills_s3) {
+    CHECK(s3_setup());
+    int kills = getenv("SLUICE_FRAUD_S3_KILLS") ? atoi(getenv("SLUICE_FRAUD_S3_KILLS")) : 3;
+    char prefix[128], uri[512];
+    snprintf(prefix, sizeof prefix, "fraud-s3-%d-%lld", (int)getpid(), (long long)sl_wall_ms());
+    snprintf(uri, sizeof uri, "s3://%s/%s", s3_bucket, prefix);
+    s3_prefix = prefix;
+    cluster_kills_case("fraud-s3", kills, 3, uri);
+    s3_prefix = NULL;
+}
+
+/* ---- h: HA — JobManager and TaskManager kills ---- */
+
+/* In the spirit of Flink's test_ha_datastream: three JobManagers with
+ * ZooKeeper HA (one leads, two stand by) and three TaskManagers with two
+ * slots each, all of which the job's three slot sharing groups (at p=2)
+ * use, so every TaskManager killed runs part of the job; the checkpointed
+ * S1 job (Kafka -> window -> Kafka + PostgreSQL, two-phase commit) is
+ * submitted through ZooKeeper.  Three times (SLUICE_FRAUD_HA_KILLS): once
+ * a checkpoint completed under the leader, kill -9 of a random TaskManager
+ * (a replacement starts); once the job restarted and completed another
+ * checkpoint, kill -9 of the leading JobManager (a new standby starts in
+ * its place); a standby takes over, recovers the job (same id) from the
+ * latest checkpoint in ZooKeeper and runs it again.  Each kill lands while
+ * the bounded input is not finished.  At the end: the committed output —
+ * read_committed topic, table, late topic — equals the expected sets
+ * exactly, no prepared transaction is left, and the checkpoint ids each
+ * leader completed lie strictly above every earlier leader's. */
+TEST(ha_jobmanager_and_taskmanager_kills) {
+    int jm_kills = getenv("SLUICE_FRAUD_HA_KILLS") ? atoi(getenv("SLUICE_FRAUD_HA_KILLS")) : 3;
+    run_t r;
+    run_init(&r, "fraud-ha");
+    r.throttle = 200; /* >= 90 s for the smallest source share: every kill lands before the end */
+    ha_cluster_t h;
+    CHECK(ha_init(&h, "fraud-ha"));
+    for (int k = 0; k < HA_NJM; k++) {
+        ha_start_jm(&h, k);
+        cl_sleep_ms(150); /* the first one leads, the others stand by */
+    }
+    char token[64] = "", prev[64] = "", args[6000], id[64] = "", st[32];
+    int L = ha_wait_leader(&h, NULL, token, sizeof token, 20000);
+    if (L < 0) ha_dump(&h);
+    CHECK(L >= 0);
+    int next = 1;
+    for (int i = 0; i < 3; i++) ha_start_tm(&h, next++, 2);
+    CHECK(cl_wait_tms(&h.c, 3, 15000));
+    cluster_job_args(&r, args, sizeof args);
+    ha_submit(&h, SLUICE_FRAUD_KAFKA_JOB, args, id, sizeof id);
+    CHECK(id[0]);
+    bool ok = cl_wait_state(&h.c, id, "RUNNING", 30000, st, sizeof st);
+    if (!ok) ha_dump(&h);
+    CHECK(ok);
+    int term = 0, tm_killed = 0;
+    int64_t newest = 0, t0 = cl_now_ms();
+    for (int kill = 0; kill < jm_kills; kill++) {
+        /* a checkpoint under this leader; then a TaskManager dies */
+        newest = ha_wait_checkpoint(&h, id, term, newest, 60000);
+        if (newest < 0) ha_dump(&h);
+        CHECK(newest > 0);
+        int restarts = cl_count_in(h.jm[L].log, "restarting from the latest checkpoint");
+        int live[MAX_PROCS], nlive = 0;
+        for (int i = 0; i < h.c.ntm; i++)
+            if (h.c.tm[i].pid > 0) live[nlive++] = i;
+        int victim = live[rand() % nlive];
+        fprintf(stderr, "  %.1f s: kill -9 of %s (checkpoint %" PRId64 " completed under jm-%d)\n",
+                (double)(cl_now_ms() - t0) / 1000.0, h.c.tm[victim].id, newest, L);
+        cl_stop(&h.c.tm[victim]);
+        tm_killed++;
+        ha_start_tm(&h, next++, 2); /* the replacement */
+        /* the leader restarts the job; a checkpoint of the restarted job completes */
+        int64_t end = cl_now_ms() + 60000;
+        while (cl_now_ms() < end && cl_count_in(h.jm[L].log, "restarting from the latest checkpoint") == restarts)
+            cl_sleep_ms(20);
+        CHECK(cl_count_in(h.jm[L].log, "restarting from the latest checkpoint") > restarts);
+        newest = ha_wait_checkpoint(&h, id, term, ha_observe(&h, id, term), 60000);
+        if (newest < 0) ha_dump(&h);
+        CHECK(newest > 0);
+        /* then kill -9 of the leader, with the input not yet finished */
+        cl_job_state(&h.c, id, st, sizeof st);
+        CHECK_STR(st, "RUNNING");
+        fprintf(stderr, "  %.1f s: kill -9 of leader jm-%d (checkpoint %" PRId64 " completed after the restart)\n",
+                (double)(cl_now_ms() - t0) / 1000.0, L, newest);
+        snprintf(prev, sizeof prev, "%s", token);
+        cl_stop(&h.jm[L]);
+        int dead = L;
+        L = ha_wait_leader(&h, prev, token, sizeof token, 30000);
+        if (L < 0) ha_dump(&h);
+        CHECK(L >= 0);
+        term++;
+        ha_start_jm(&h, dead); /* a new standby in its place */
+        ok = cl_wait_state(&h.c, id, "RUNNING", 60000, st, sizeof st);
+        if (!ok) ha_dump(&h);
+        CHECK(ok); /* the same job id, run again by the new leader */
+        CHECK_EQ(cl_count_in(h.jm[L].log, "recovered 1 job"), 1);
+        newest = ha_wait_checkpoint(&h, id, term, newest, 60000); /* and it checkpoints */
+        if (newest < 0) ha_dump(&h);
+        CHECK(newest > 0);
+        fprintf(stderr, "  %.1f s: jm-%d leads, checkpoint %" PRId64 " completed under it\n",
+                (double)(cl_now_ms() - t0) / 1000.0, L, newest);
+    }
+    ok = cl_wait_state(&h.c, id, "FINISHED", 600000, st, sizeof st);
+    if (!ok) ha_dump(&h);
+    fprintf(stderr, "  %d leader kills, %d TaskManager kills, job %s after %.1f s\n", jm_kills, tm_killed, st,
+            (double)(cl_now_ms() - t0) / 1000.0);
+    CHECK(ok);
+    ha_observe(&h, id, term);
+    CHECK_EQ(ha_terms_growing(term), jm_kills + 1); /* every leader completed checkpoints, above the last one's */
+    CHECK(verify_all(r.decisions, r.late, r.table, r.job, &want));
+    ha_stop(&h);
 }
 
 /* The sinks' TaskManager killed in each window of the two-phase commit, on
@@ -1307,6 +1505,8 @@ int main(void) {
     if (!only || strstr(only, "idle")) RUN(idle_partition_does_not_stall);
     if (!only || strstr(only, "poison")) RUN(poison_records);
     if (!only || strstr(only, "cluster")) RUN(cluster_kills);
+    if (!only || strstr(only, "s3")) RUN(cluster_kills_s3);
+    if (!only || strstr(only, "ha")) RUN(ha_jobmanager_and_taskmanager_kills);
     if (!only || strstr(only, "cluster") || strstr(only, "2pc")) RUN(cluster_kill_sinks_in_each_2pc_window);
     if (!only || strstr(only, "savepoint")) RUN(savepoint_upgrade);
     expect_free(&want);

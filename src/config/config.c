@@ -1495,7 +1495,7 @@ const char *sl_config_enum_name(const char *key, int value) {
 
 void sl_config_apply_s3(const sl_config_t *cfg) {
     sl_s3_set_defaults(cfg->s3_endpoint, cfg->s3_access_key, cfg->s3_secret_key, cfg->s3_region,
-                       sl_config_has(cfg, "s3.path.style.access") ? cfg->s3_path_style : -1);
+                       sl_config_key_set(cfg, "s3.path.style.access") ? cfg->s3_path_style : -1);
 }
 
 int sl_config_apply_env(const sl_config_t *cfg, struct sl_env *env, char *err, size_t errlen) {
