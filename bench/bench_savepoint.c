@@ -13,8 +13,13 @@
  * restores that one (sl_env_restore_from at the same parallelism) and the
  * time from sl_env_execute to the keyed function's open on every subtask
  * (the state is loaded before open) is the restore time.  Both are wall
- * clock on this machine; the size is the savepoint directory's.  Prints
- * one line per run and the median per configuration.
+ * clock on this machine; the size is the savepoint directory's.  The
+ * stop-with-savepoint is timed too (the sl_env_stop_with_savepoint call),
+ * and so is the first job's sl_env_execute -> open on every subtask
+ * ("start": the same path as the restore's, with no state to load).
+ * Prints one line per run (and a "result engine=sluice ..." line per run,
+ * which bench/savepoints.sh reads beside Flink's) and the median per
+ * configuration.
  */
 #include <dirent.h>
 #include <pthread.h>
@@ -197,14 +202,14 @@ int main(int argc, char **argv) {
     char tmp[600];
     snprintf(tmp, sizeof tmp, "%s/sluice-bench-savepoint.%d", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
     printf("# bench_savepoint: p=%d, value %d bytes, %d runs; wall clock ms\n", p, VALUE, runs);
-    printf("# backend  MB-target  keys  savepoint-bytes  savepoint-ms  restore-ms\n");
+    printf("# backend  MB-target  keys  savepoint-bytes  savepoint-ms  restore-ms  stop-ms\n");
     char mlist[256];
     snprintf(mlist, sizeof mlist, "%s", mbs);
     for (char *mtok = strtok(mlist, ","); mtok; mtok = strtok(NULL, ",")) {
         int mb = atoi(mtok);
         for (int b = 0; b < 2; b++) {
             if (!strstr(backends, b ? "rocksdb" : "heap")) continue;
-            int64_t spv[32], rsv[32], bytes = 0;
+            int64_t spv[32], rsv[32], stv[32], sav[32], bytes = 0;
             int64_t k = (int64_t)mb * 1048576 / (VALUE + 16);
             for (int r = 0; r < runs && r < 32; r++) {
                 char cmd[1400], ck[800], spd[800], sp[4300], sp2[4300];
@@ -214,12 +219,20 @@ int main(int argc, char **argv) {
                 snprintf(spd, sizeof spd, "%s/sp", tmp);
                 keys_src_t src = {.k = k, .schema = sl_schema_parse("k BIGINT NOT NULL", NULL, 0)};
                 atomic_store(&put_count, 0);
+                atomic_store(&opened, 0);
                 run_t run = {job(&src, p, b, ck, NULL), 0, 1};
+                int64_t t00 = now_ms();
                 pthread_create(&run.th, NULL, run_main, &run);
                 while (atomic_load(&put_count) < k) {
                     struct timespec ts = {0, 20 * 1000000L};
                     nanosleep(&ts, NULL);
                 }
+                while (atomic_load(&opened) < p) { /* every put came after an open; the last opens may lag */
+                    struct timespec ts = {0, 1000000L};
+                    nanosleep(&ts, NULL);
+                }
+                sav[r] = 0;
+                for (int i = 0; i < p; i++) sav[r] = OPEN_MS[i] - t00 > sav[r] ? OPEN_MS[i] - t00 : sav[r];
                 int64_t t0 = now_ms();
                 if (sl_env_trigger_savepoint(run.env, spd, sp, sizeof sp) < 0) {
                     fprintf(stderr, "savepoint: %s\n", sl_env_error(run.env));
@@ -227,10 +240,12 @@ int main(int argc, char **argv) {
                 }
                 spv[r] = now_ms() - t0;
                 bytes = dir_bytes(sp);
+                int64_t ts0 = now_ms();
                 if (sl_env_stop_with_savepoint(run.env, spd, false, sp2, sizeof sp2) < 0) {
                     fprintf(stderr, "stop: %s\n", sl_env_error(run.env));
                     return 1;
                 }
+                stv[r] = now_ms() - ts0;
                 pthread_join(run.th, NULL);
                 sl_env_destroy(run.env);
                 /* restore */
@@ -249,15 +264,21 @@ int main(int argc, char **argv) {
                 pthread_join(rr.th, NULL);
                 sl_env_destroy(rr.env);
                 sl_schema_unref(src.schema);
-                printf("  %-8s %5d %10lld %12lld %10lld %10lld\n", b ? "rocksdb" : "heap", mb, (long long)k,
-                       (long long)bytes, (long long)spv[r], (long long)rsv[r]);
+                printf("  %-8s %5d %10lld %12lld %10lld %10lld %10lld\n", b ? "rocksdb" : "heap", mb, (long long)k,
+                       (long long)bytes, (long long)spv[r], (long long)rsv[r], (long long)stv[r]);
+                printf("result engine=sluice backend=%s mb=%d keys=%lld bytes=%lld savepoint_ms=%lld stop_ms=%lld "
+                       "restore_ms=%lld start_ms=%lld\n",
+                       b ? "rocksdb" : "heap", mb, (long long)k, (long long)bytes, (long long)spv[r], (long long)stv[r],
+                       (long long)rsv[r], (long long)sav[r]);
                 fflush(stdout);
             }
             int n = runs < 32 ? runs : 32;
             qsort(spv, (size_t)n, sizeof *spv, cmp64);
             qsort(rsv, (size_t)n, sizeof *rsv, cmp64);
-            printf("median %-8s %5d MB: savepoint %lld ms, restore %lld ms (%lld bytes)\n", b ? "rocksdb" : "heap", mb,
-                   (long long)spv[n / 2], (long long)rsv[n / 2], (long long)bytes);
+            qsort(stv, (size_t)n, sizeof *stv, cmp64);
+            printf("median %-8s %5d MB: savepoint %lld ms, restore %lld ms, stop %lld ms (%lld bytes)\n",
+                   b ? "rocksdb" : "heap", mb, (long long)spv[n / 2], (long long)rsv[n / 2], (long long)stv[n / 2],
+                   (long long)bytes);
             fflush(stdout);
         }
     }

@@ -19,4 +19,9 @@ fi
 if command -v mvn >/dev/null 2>&1; then
   (cd "$(dirname "$0")/../sql/compiler" && { mvn -q -o -B dependency:go-offline >/dev/null 2>&1 ||
     mvn -q -B dependency:go-offline >/dev/null; })
+  # bench/savepoint_flink (bench/savepoints.sh): Flink's runtime and RocksDB backend; the tests do
+  # not need it, so a failure only warns
+  (cd "$(dirname "$0")/../bench/savepoint_flink" && { mvn -q -o -B dependency:go-offline >/dev/null 2>&1 ||
+    mvn -q -B dependency:go-offline >/dev/null; }) ||
+    echo "install-deps: could not fetch bench/savepoint_flink's Maven artifacts (only bench/savepoints.sh needs them)" >&2
 fi
