@@ -16,6 +16,8 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "checkpoint/metadata.h"
+#include "checkpoint/s3_client.h"
 #include "checkpoint/storage.h"
 #include "common/common.h"
 #include "test.h"
@@ -251,6 +253,109 @@ TEST(s3_missing_credentials_reported_at_start) {
     CHECK_CONTAINS(msg, ckpt);
 }
 
+/* A state file of the latest complete checkpoint, corrupted (one byte
+ * flipped) and then deleted in S3: each time the restore fails, naming the
+ * object (s3://bucket/key) and what is wrong with it, and nothing is
+ * committed meanwhile; put back as it was, the job restores from it and
+ * the output is exact. */
+static int child_status(pid_t pid) {
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFSIGNALED(st) ? -WTERMSIG(st) : WEXITSTATUS(st);
+}
+
+TEST(s3_corrupt_or_deleted_object_named_by_key) {
+    const long long N = 200000;
+    char out[1024], ckpt[1024], e[1024];
+    snprintf(out, sizeof out, "%s/corrupt-out", sl_test_tmpdir());
+    snprintf(ckpt, sizeof ckpt, "s3://%s/%s/corrupt", bucket, run_prefix);
+    /* a first run, killed once a checkpoint of it completed in S3 */
+    child_rate = 40000;
+    pid_t pid = spawn(out, ckpt, N, false, 2);
+    for (int i = 0; i < 3000 && latest(ckpt) <= 0; i++) usleep(10000);
+    kill(pid, SIGKILL);
+    CHECK_EQ(child_status(pid), -SIGKILL);
+    child_rate = 80000;
+    int64_t id = latest(ckpt);
+    CHECK(id > 0);
+    /* a keyed state file of the window operator in it */
+    sl_ckpt_storage_t *st = NULL;
+    CHECK_EQ(sl_ckpt_storage_open(ckpt, JOB, &st, e, sizeof e), 0);
+    if (!st) return;
+    sl_ckpt_metadata_t *md = NULL;
+    CHECK_EQ(sl_ckpt_storage_load_latest(st, &md, e, sizeof e), 0);
+    char uri[2048] = "";
+    for (int o = 0; md && o < md->noperators && !uri[0]; o++)
+        for (int t = 0; t < md->operators[o].parallelism && !uri[0]; t++)
+            for (int h = 0; h < md->operators[o].subtasks[t].nhandles && !uri[0]; h++) {
+                const sl_ckpt_state_handle_t *hd = &md->operators[o].subtasks[t].handles[h];
+                if (!strcmp(md->operators[o].uid, "windows") && hd->size > 64)
+                    st->ops->location(st, md->checkpoint_id, (sl_ckpt_scope_t)hd->scope, hd->path, uri, sizeof uri);
+            }
+    sl_ckpt_metadata_free(md);
+    st->ops->destroy(st);
+    fprintf(stderr, "  state file: %s\n", uri);
+    CHECK(uri[0]);
+    if (!uri[0]) return;
+    char bkt[256], key[1800];
+    CHECK_EQ(sl_s3_parse_uri(uri, bkt, sizeof bkt, key, sizeof key, e, sizeof e), 0);
+    sl_s3_config_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.path_style = -1;
+    CHECK_EQ(sl_s3_config_resolve(&cfg, e, sizeof e), 0);
+    sl_s3_client_t *cl = NULL;
+    CHECK_EQ(sl_s3_client_new(&cfg, bkt, &cl, e, sizeof e), 0);
+    if (!cl) return;
+    sl_buf_t orig = {0};
+    CHECK_EQ(sl_s3_get(cl, key, &orig, e, sizeof e), 0);
+    CHECK(orig.len > 64);
+    long long committed_before = 0;
+    {
+        char cmd[1300];
+        snprintf(cmd, sizeof cmd, "cat '%s'/part-* 2>/dev/null | wc -l", out);
+        FILE *f = popen(cmd, "r");
+        if (f && fscanf(f, "%lld", &committed_before) != 1) committed_before = -1;
+        if (f) pclose(f);
+    }
+    for (int round = 0; round < 2; round++) {
+        if (round == 0) { /* one byte flipped in the middle */
+            uint8_t *bad = sl_malloc(orig.len);
+            memcpy(bad, orig.p, orig.len);
+            bad[orig.len / 2] ^= 0x5a;
+            CHECK_EQ(sl_s3_put(cl, key, bad, orig.len, e, sizeof e), 0);
+            sl_free(bad);
+        } else {
+            CHECK_EQ(sl_s3_delete(cl, key, e, sizeof e), 0);
+        }
+        sl_test_capture_stderr();
+        int rc = child_status(spawn(out, ckpt, N, false, 2));
+        const char *log = sl_test_captured();
+        fprintf(stderr, "  %s: restore ended with %d\n", round ? "deleted" : "corrupt", rc);
+        CHECK(rc != 0 && rc != -SIGKILL);
+        CHECK_CONTAINS(log, key);
+        if (round == 0) CHECK(strstr(log, "corrupt") || strstr(log, "checksum"));
+        else CHECK(strstr(log, "not found") || strstr(log, "NoSuchKey") || strstr(log, "404") ||
+                   strstr(log, "no such") || strstr(log, "missing"));
+        CHECK_EQ(latest(ckpt), id); /* the failed restores completed no checkpoint */
+    }
+    long long committed_after = 0;
+    {
+        char cmd[1300];
+        snprintf(cmd, sizeof cmd, "cat '%s'/part-* 2>/dev/null | wc -l", out);
+        FILE *f = popen(cmd, "r");
+        if (f && fscanf(f, "%lld", &committed_after) != 1) committed_after = -2;
+        if (f) pclose(f);
+    }
+    CHECK_EQ(committed_after, committed_before); /* nothing committed by the failed restores */
+    /* the object back as it was: the job restores from it and ends exactly once */
+    CHECK_EQ(sl_s3_put(cl, key, orig.p, orig.len, e, sizeof e), 0);
+    sl_buf_free(&orig);
+    sl_s3_client_free(cl);
+    const int pars[] = {2};
+    CHECK_EQ(run_with_kills(out, ckpt, N, false, 0, pars, 1), 0);
+    CHECK_EQ(wo_check(out, N), 0);
+}
+
 int main(void) {
     if (!setup_server("eo")) return 1;
     unsigned seed = (unsigned)time(NULL);
@@ -262,6 +367,7 @@ int main(void) {
     RUN(s3_kill9_rocksdb_incremental);
     RUN(s3_kill9_rocksdb_incremental_rescale);
     RUN(s3_outage_declines_checkpoints_not_the_job);
+    RUN(s3_corrupt_or_deleted_object_named_by_key);
     RUN(s3_missing_credentials_reported_at_start); /* last: it starts threads in this process */
     TEST_MAIN_END();
 }
