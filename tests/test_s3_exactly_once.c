@@ -62,6 +62,7 @@ static int max_sst_seen; /* most SST files in shared/ at a kill */
 
 /* The job, in the child. */
 static long long child_rate = 80000; /* events per second of the next child */
+static int64_t child_ckpt_timeout_ms = 60000; /* execution.checkpointing.timeout of the next child */
 
 static int child_main(const char *out, const char *ckpt, long long n, bool rocksdb, int par) {
     sl_env_t *env = sl_env_new();
@@ -71,7 +72,7 @@ static int child_main(const char *out, const char *ckpt, long long n, bool rocks
     sl_env_set_checkpoints_retained(env, 2);
     sl_env_set_checkpoint_retention(env, SL_CHECKPOINTS_RETAIN_ON_CANCELLATION);
     /* an S3 outage declines checkpoints; the job must outlive any number of them */
-    sl_env_set_checkpoint_options(env, 60000, 0, 1, 1000000);
+    sl_env_set_checkpoint_options(env, child_ckpt_timeout_ms, 0, 1, 1000000);
     if (rocksdb) {
         sl_env_set_state_backend(env, SL_STATE_BACKEND_ROCKSDB);
         sl_env_set_incremental_checkpoints(env, true);
@@ -182,20 +183,22 @@ TEST(s3_kill9_rocksdb_incremental_rescale) { /* killed at parallelism 3, restore
  * between the job and S3Proxy answers 503 SlowDown): the uploads give up,
  * the checkpoints are declined or aborted, the job keeps running, later
  * checkpoints complete, and the output is exact. */
-TEST(s3_outage_declines_checkpoints_not_the_job) {
+static void outage_case(const char *name, int kind, int64_t ckpt_timeout_ms) {
     const long long N = 200000;
     proxy_t *px; /* in a process of its own: this one forks the job */
     pid_t proxy_pid;
     CHECK(proxy_start_process(&px, &proxy_pid));
     char out[1024], ckpt[1024], via[64];
-    snprintf(out, sizeof out, "%s/outage-out", sl_test_tmpdir());
-    snprintf(ckpt, sizeof ckpt, "s3://%s/%s/outage", bucket, run_prefix);
+    snprintf(out, sizeof out, "%s/%s-out", sl_test_tmpdir(), name);
+    snprintf(ckpt, sizeof ckpt, "s3://%s/%s/%s", bucket, run_prefix, name);
     snprintf(via, sizeof via, "http://127.0.0.1:%d", px->port);
-    atomic_store(&px->fault_kind, F_503);
+    atomic_store(&px->fault_kind, kind);
+    child_ckpt_timeout_ms = ckpt_timeout_ms;
     setenv("AWS_ENDPOINT_URL", via, 1); /* the child's S3 goes through the proxy */
     child_rate = 40000;                 /* about 5 s of input */
     pid_t pid = spawn(out, ckpt, N, false, 2);
     child_rate = 80000;
+    child_ckpt_timeout_ms = 60000;
     setenv("AWS_ENDPOINT_URL", endpoint, 1); /* this process looks at S3 directly */
     int64_t first = 0;
     int st = 0;
@@ -220,13 +223,21 @@ TEST(s3_outage_declines_checkpoints_not_the_job) {
     int faulted = atomic_load(&px->faulted);
     proxy_stop_process(px, proxy_pid);
     int64_t after = latest(ckpt);
-    fprintf(stderr, "  outage: %d requests failed; latest checkpoint %lld before, %lld at its end, %lld after the job\n",
-            faulted, (long long)first, (long long)during, (long long)after);
+    fprintf(stderr, "  %s: %d requests failed; latest checkpoint %lld before, %lld at its end, %lld after the job\n",
+            name, faulted, (long long)first, (long long)during, (long long)after);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* the job did not fail */
     CHECK(faulted > 0);
     CHECK(after > during); /* checkpoints completed again after the outage */
     CHECK_EQ(wo_check(out, N), 0);
 }
+
+TEST(s3_outage_declines_checkpoints_not_the_job) { outage_case("outage", F_503, 60000); }
+
+/* A slow S3 (the proxy holds every request 3 s without an answer, then
+ * drops it) while the checkpoint timeout is 1 s: the checkpoints that were
+ * running time out and are aborted, the job keeps running, later ones
+ * complete, and the output is exact. */
+TEST(s3_slow_server_past_the_checkpoint_timeout) { outage_case("slow", F_STALL, 1000); }
 
 /* A job whose checkpoints go to S3 without credentials fails when it
  * starts, naming what is missing (in this process: it is the last test). */
@@ -367,6 +378,7 @@ int main(void) {
     RUN(s3_kill9_rocksdb_incremental);
     RUN(s3_kill9_rocksdb_incremental_rescale);
     RUN(s3_outage_declines_checkpoints_not_the_job);
+    RUN(s3_slow_server_past_the_checkpoint_timeout);
     RUN(s3_corrupt_or_deleted_object_named_by_key);
     RUN(s3_missing_credentials_reported_at_start); /* last: it starts threads in this process */
     TEST_MAIN_END();
