@@ -24,6 +24,11 @@
 #                                 the one identity S3Proxy accepts
 #                                 (default sluice-access / sluice-secret)
 #   SLUICE_S3PROXY_START_TIMEOUT  seconds to wait (default 120)
+#   SLUICE_S3PROXY_VHOST          a host name (e.g. localhost): virtual-host
+#                                 addressing (BUCKET.HOST:PORT/key, S3Proxy's
+#                                 s3proxy.virtual-host); the endpoint is then
+#                                 http://HOST:PORT (curl resolves *.localhost
+#                                 to loopback)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 pom="$here/s3proxy/pom.xml"
@@ -33,6 +38,7 @@ bucket=${SLUICE_S3_BUCKET:-sluice-test}
 access=${SLUICE_S3_ACCESS_KEY:-sluice-access}
 secret=${SLUICE_S3_SECRET_KEY:-sluice-secret}
 start_timeout=${SLUICE_S3PROXY_START_TIMEOUT:-120}
+vhost=${SLUICE_S3PROXY_VHOST:-}
 
 die() { echo "s3proxy.sh: $*" >&2; exit 1; }
 
@@ -78,6 +84,9 @@ s3proxy.credential=$secret
 jclouds.provider=filesystem
 jclouds.filesystem.basedir=$dir/blobs
 CONF
+    [ -n "$vhost" ] && echo "s3proxy.virtual-host=$vhost" >> "$dir/s3proxy.conf"
+    local base="http://127.0.0.1:$port" bucket_url="http://127.0.0.1:$port/$bucket"
+    if [ -n "$vhost" ]; then base="http://$vhost:$port"; bucket_url="http://$bucket.$vhost:$port"; fi
     : > "$dir/s3proxy.log"
     # setsid: the server outlives this script (and a ctest fixture) until `stop`.
     setsid "$(java_bin)" -Xms64m -Xmx384m -XX:+UseSerialGC -Djava.awt.headless=true \
@@ -97,17 +106,17 @@ CONF
         # it serves and that it checks signatures
         local code
         code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT --data-binary probe \
-            "http://127.0.0.1:$port/$bucket/.probe" 2>/dev/null || true)
+            "$bucket_url/.probe" 2>/dev/null || true)
         if [ "$code" = 403 ]; then
             # a signed listing of the bucket proves the identity works and the bucket exists
             if curl -sf -o /dev/null --aws-sigv4 "aws:amz:us-east-1:s3" -u "$access:$secret" \
                     -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" \
-                    "http://127.0.0.1:$port/$bucket/?list-type=2"; then
-                echo "http://127.0.0.1:$port" > "$dir/endpoint.tmp"
+                    "$bucket_url/?list-type=2"; then
+                echo "$base" > "$dir/endpoint.tmp"
                 mv "$dir/endpoint.tmp" "$dir/endpoint"
                 if [ "$endpoint_file" != "$dir/endpoint" ]; then
                     mkdir -p "$(dirname "$endpoint_file")"
-                    echo "http://127.0.0.1:$port" > "$endpoint_file"
+                    echo "$base" > "$endpoint_file"
                 fi
                 return 0
             fi

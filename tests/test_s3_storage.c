@@ -861,6 +861,113 @@ TEST(s3_persistent_failure_fails_the_checkpoint) {
     proxy_stop(&px);
 }
 
+/* Virtual-host addressing (s3.path.style.access: false): a second S3Proxy
+ * in virtual-host mode (scripts/s3proxy.sh with SLUICE_S3PROXY_VHOST, so it
+ * answers bucket.localhost:PORT and not path-style requests) takes a whole
+ * checkpoint — files, _metadata last, listing, ranged reads, discard —
+ * from a client with path_style 0; the same client against the
+ * path-style server of the other tests fails (its requests went by host). */
+static const char *source_dir(void) { /* the repository: __FILE__ is .../tests/test_s3_storage.c */
+    static char d[1024];
+    snprintf(d, sizeof d, "%s", __FILE__);
+    char *t = strstr(d, "/tests/test_s3_storage.c");
+    if (t) *t = 0;
+    return d;
+}
+
+TEST(s3_virtual_host_addressing) {
+    char dir[1200], cmd[3000], ep[256] = "";
+    snprintf(dir, sizeof dir, "%s/s3proxy-vhost", sl_test_tmpdir());
+    snprintf(cmd, sizeof cmd,
+             "SLUICE_S3PROXY_DIR='%s' SLUICE_S3PROXY_VHOST=localhost SLUICE_S3_ENDPOINT_FILE='%s/endpoint' "
+             "'%s/scripts/s3proxy.sh' start >/dev/null",
+             dir, dir, source_dir());
+    int started = system(cmd);
+    CHECK_EQ(started, 0);
+    char path[1300];
+    snprintf(path, sizeof path, "%s/endpoint", dir);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (!fgets(ep, sizeof ep, f)) ep[0] = 0;
+        fclose(f);
+    }
+    ep[strcspn(ep, "\n")] = 0;
+    CHECK(!strncmp(ep, "http://localhost:", 17));
+    if (started == 0 && ep[0]) {
+        sl_s3_config_t c = base_cfg();
+        snprintf(c.endpoint, sizeof c.endpoint, "%s", ep);
+        c.path_style = 0;
+        char uri[512];
+        snprintf(uri, sizeof uri, "s3://%s/vhost-%d", bucket, (int)getpid());
+        sl_ckpt_storage_t *s = NULL;
+        CHECK_EQ(sl_ckpt_storage_s3_open(uri, "job-v", &c, &s, err, sizeof err), 0);
+        mck_t m;
+        memset(&m, 0, sizeof m);
+        m.exists = true;
+        CHECK_EQ(s->ops->create_checkpoint(s, 1, err, sizeof err), 0);
+        for (int i = 0; i < 2; i++) {
+            snprintf(m.f[i].name, sizeof m.f[i].name, "v-%d", i);
+            m.f[i].n = 1000 + (size_t)(rnd() % 9000);
+            m.f[i].p = random_bytes(m.f[i].n);
+            CHECK_EQ(put_file(s, 1, SL_CKPT_SCOPE_EXCLUSIVE, m.f[i].name, m.f[i].p, m.f[i].n), 0);
+        }
+        m.nf = 2;
+        sl_ckpt_metadata_t *md = metadata_of(s, 1, &m);
+        CHECK_EQ(s->ops->commit(s, md, err, sizeof err), 0);
+        sl_ckpt_metadata_free(md);
+        int64_t id = 0;
+        CHECK_EQ(sl_ckpt_storage_latest_complete_id(s, &id, err, sizeof err), 0);
+        CHECK_EQ(id, 1);
+        for (int i = 0; i < 2; i++)
+            CHECK_EQ(check_file(s, 1, SL_CKPT_SCOPE_EXCLUSIVE, m.f[i].name, m.f[i].p, m.f[i].n), 0);
+        /* the path-style server of the other tests: a checkpoint written there by a path-style
+         * client is found by path and not by host (the host names the bucket, which that server
+         * does not read), so the requests above really went by host */
+        sl_ckpt_storage_t *ps = NULL;
+        CHECK_EQ(sl_ckpt_storage_open(uri, "job-v", &ps, err, sizeof err), 0);
+        mck_t pm;
+        memset(&pm, 0, sizeof pm);
+        pm.exists = true;
+        pm.nf = 1;
+        snprintf(pm.f[0].name, sizeof pm.f[0].name, "p-0");
+        pm.f[0].n = 2000;
+        pm.f[0].p = random_bytes(pm.f[0].n);
+        CHECK_EQ(ps->ops->create_checkpoint(ps, 7, err, sizeof err), 0);
+        CHECK_EQ(put_file(ps, 7, SL_CKPT_SCOPE_EXCLUSIVE, pm.f[0].name, pm.f[0].p, pm.f[0].n), 0);
+        md = metadata_of(ps, 7, &pm);
+        CHECK_EQ(ps->ops->commit(ps, md, err, sizeof err), 0);
+        sl_ckpt_metadata_free(md);
+        CHECK_EQ(sl_ckpt_storage_latest_complete_id(ps, &id, err, sizeof err), 0);
+        CHECK_EQ(id, 7);
+        sl_s3_config_t vc = c;
+        const char *port = strrchr(endpoint, ':');
+        snprintf(vc.endpoint, sizeof vc.endpoint, "http://localhost%s", port ? port : "");
+        sl_ckpt_storage_t *vs = NULL;
+        int64_t vid = -1;
+        int prc = sl_ckpt_storage_s3_open(uri, "job-v", &vc, &vs, err, sizeof err);
+        if (prc == 0) {
+            prc = sl_ckpt_storage_latest_complete_id(vs, &vid, err, sizeof err);
+            vs->ops->destroy(vs);
+        }
+        fprintf(stderr, "  by host on the path-style server: %d (%s)\n", prc, prc ? err : "found");
+        CHECK(prc != 0 || vid != 7);
+        CHECK_EQ(ps->ops->discard(ps, 7, err, sizeof err), 0);
+        mck_clear(&pm);
+        ps->ops->destroy(ps);
+        CHECK_EQ(s->ops->discard(s, 1, err, sizeof err), 0);
+        sl_ckpt_entry_t *v;
+        int n = -1;
+        CHECK_EQ(s->ops->list(s, &v, &n, err, sizeof err), 0);
+        CHECK_EQ(n, 0);
+        if (n >= 0) sl_free(v);
+        mck_clear(&m);
+        s->ops->destroy(s);
+    }
+    snprintf(cmd, sizeof cmd, "SLUICE_S3PROXY_DIR='%s' '%s/scripts/s3proxy.sh' stop >/dev/null 2>&1", dir,
+             source_dir());
+    CHECK_EQ(system(cmd), 0);
+}
+
 int main(void) {
     server_ok = setup_server("storage");
     if (!server_ok) return 1;
@@ -873,5 +980,6 @@ int main(void) {
     RUN(s3_interrupted_discard_leaves_no_broken_checkpoint);
     RUN(s3_retries_transient_faults);
     RUN(s3_persistent_failure_fails_the_checkpoint);
+    RUN(s3_virtual_host_addressing);
     return sl_test_failures ? 1 : 0;
 }
