@@ -53,15 +53,16 @@ static inline void http_do(int port, const char *method, const char *path, const
                       method, path, auth, blen);
     sl_buf_append(&b, head, (size_t)hn);
     if (blen) sl_buf_append(&b, body, blen);
-    bool sent = true;
-    for (size_t off = 0; off < b.len && sent;) {
+    /* a server may answer (413, 400) and close before the whole body is
+     * sent: the send stops, the answer is still read */
+    for (size_t off = 0; off < b.len;) {
         ssize_t w = send(fd, b.p + off, b.len - off, MSG_NOSIGNAL);
-        sent = w > 0;
-        if (sent) off += (size_t)w;
+        if (w <= 0) break;
+        off += (size_t)w;
     }
     sl_buf_free(&b);
     char tmp[65536];
-    while (sent) {
+    for (;;) {
         struct pollfd p = {fd, POLLIN, 0};
         if (poll(&p, 1, 15000) <= 0) break;
         ssize_t n = recv(fd, tmp, sizeof tmp, 0);
