@@ -963,8 +963,10 @@ TEST(s3_virtual_host_addressing) {
         mck_clear(&m);
         s->ops->destroy(s);
     }
-    snprintf(cmd, sizeof cmd, "SLUICE_S3PROXY_DIR='%s' '%s/scripts/s3proxy.sh' stop >/dev/null 2>&1", dir,
-             source_dir());
+    /* its own endpoint file: stop removes it (not the fixture's, named by the test's environment) */
+    snprintf(cmd, sizeof cmd,
+             "SLUICE_S3PROXY_DIR='%s' SLUICE_S3_ENDPOINT_FILE='%s/endpoint' '%s/scripts/s3proxy.sh' stop >/dev/null 2>&1",
+             dir, dir, source_dir());
     CHECK_EQ(system(cmd), 0);
 }
 
