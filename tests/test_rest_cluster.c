@@ -48,7 +48,10 @@ static json_t *wait_completed(cluster_t *c, const char *id, int n, int ms) {
     while (cl_now_ms() < end) {
         resp_t r;
         http(c->rest_port, "GET", path, NULL, &r);
-        if (r.status == 200 && GI(json_object_get(r.json, "counts"), "completed") >= n) return r.json;
+        if (r.status == 200 && GI(json_object_get(r.json, "counts"), "completed") >= n) {
+            free(r.body); /* the caller owns the JSON only */
+            return r.json;
+        }
         resp_free(&r);
         cl_sleep_ms(100);
     }
