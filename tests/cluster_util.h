@@ -277,11 +277,11 @@ static inline void cl_cluster_stop(cluster_t *c) {
     cl_stop(&c->jm);
 }
 
-/* `sluice run -d OPTS ... cluster_job.so ARGS`: the job id, or "" */
-static inline void cl_submit_job(cluster_t *c, const char *job, const char *opts, const char *args, char *id, size_t cap) {
-    char cmd[16384], line[512];
-    snprintf(cmd, sizeof cmd, "%s run -d %s -m 127.0.0.1:%d %s %s 2>&1", SLUICE_BIN, opts, c->rest_port,
-             job, args);
+/* Runs a `sluice run -d ...` command line: the job id it prints into id
+ * (at most 63 characters; "" when the submission failed); its other lines
+ * go to stderr. */
+static inline void cl_run_for_job_id(const char *cmd, char *id) {
+    char line[512];
     FILE *f = popen(cmd, "r");
     id[0] = 0;
     while (f && fgets(line, sizeof line, f)) {
@@ -290,6 +290,14 @@ static inline void cl_submit_job(cluster_t *c, const char *job, const char *opts
         else fprintf(stderr, "  sluice run: %s", line);
     }
     if (f) pclose(f);
+}
+
+/* `sluice run -d OPTS ... cluster_job.so ARGS`: the job id, or "" */
+static inline void cl_submit_job(cluster_t *c, const char *job, const char *opts, const char *args, char *id, size_t cap) {
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "%s run -d %s -m 127.0.0.1:%d %s %s 2>&1", SLUICE_BIN, opts, c->rest_port,
+             job, args);
+    cl_run_for_job_id(cmd, id);
     (void)cap;
 }
 

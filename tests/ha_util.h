@@ -213,19 +213,12 @@ static inline bool ha_init(ha_cluster_t *h, const char *name) {
  * and no address: the client asks ZooKeeper.  The job id into id ("" when
  * the submission failed). */
 static inline void ha_submit(ha_cluster_t *h, const char *job, const char *args, char *id, size_t cap) {
-    char cmd[16384], line[512];
+    char cmd[16384];
     snprintf(cmd, sizeof cmd,
              "%s run -d -D high-availability.type=zookeeper -D high-availability.zookeeper.quorum=%s "
              "-D high-availability.cluster-id=%s %s %s 2>&1",
              SLUICE_BIN, h->quorum, h->cluster_id, job, args);
-    FILE *f = popen(cmd, "r");
-    id[0] = 0;
-    while (f && fgets(line, sizeof line, f)) {
-        const char *at = strstr(line, "JobID ");
-        if (at) sscanf(at + 6, "%63s", id);
-        else fprintf(stderr, "  sluice run: %s", line);
-    }
-    if (f) pclose(f);
+    cl_run_for_job_id(cmd, id);
     (void)cap;
 }
 
