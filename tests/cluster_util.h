@@ -303,12 +303,19 @@ static inline void cl_submit_job(cluster_t *c, const char *job, const char *opts
 
 
 
+/* A wait for state `want` seeing `state`: 1 reached, -1 never will (another
+ * terminal state), 0 go on. */
+static inline int cl_state_reached(const char *state, const char *want) {
+    if (!strcmp(state, want)) return 1;
+    return !strcmp(state, "FAILED") || !strcmp(state, "CANCELED") || !strcmp(state, "FINISHED") ? -1 : 0;
+}
+
 static inline bool cl_wait_state(cluster_t *c, const char *id, const char *want, int ms, char *state, size_t cap) {
     int64_t end = cl_now_ms() + ms;
     while (cl_now_ms() < end) {
         cl_job_state(c, id, state, cap);
-        if (!strcmp(state, want)) return true;
-        if (!strcmp(state, "FAILED") || !strcmp(state, "CANCELED") || !strcmp(state, "FINISHED")) return false;
+        int r = cl_state_reached(state, want);
+        if (r) return r > 0;
         cl_sleep_ms(100);
     }
     return false;
@@ -326,6 +333,30 @@ static inline bool cl_wait_deployed(cluster_t *c, int n, int ms) {
         if (cl_now_ms() >= end) return false;
         cl_sleep_ms(50);
     }
+}
+
+/* The S3Proxy of the ctest fixture `s3` (scripts/s3proxy.sh writes its
+ * endpoint to SLUICE_S3_ENDPOINT_FILE): its endpoint and bucket, and the
+ * AWS variables pointed at it, so that every process started from here
+ * inherits them.  False, saying why, without it. */
+static inline bool cl_s3_setup(char *endpoint, size_t cap, const char **bucket) {
+    const char *path = getenv("SLUICE_S3_ENDPOINT_FILE");
+    FILE *f = path ? fopen(path, "r") : NULL;
+    bool ok = f && fgets(endpoint, (int)cap, f);
+    if (f) fclose(f);
+    if (!ok) {
+        fprintf(stderr, "  no S3 endpoint in SLUICE_S3_ENDPOINT_FILE (%s): the ctest fixture s3 starts S3Proxy\n",
+                path ? path : "unset");
+        return false;
+    }
+    endpoint[strcspn(endpoint, "\r\n")] = 0;
+    const char *b = getenv("SLUICE_S3_BUCKET"), *ak = getenv("SLUICE_S3_ACCESS_KEY"), *sk = getenv("SLUICE_S3_SECRET_KEY");
+    *bucket = b && *b ? b : "sluice-test";
+    setenv("AWS_ENDPOINT_URL", endpoint, 1);
+    setenv("AWS_ACCESS_KEY_ID", ak && *ak ? ak : "sluice-access", 1);
+    setenv("AWS_SECRET_ACCESS_KEY", sk && *sk ? sk : "sluice-secret", 1);
+    setenv("AWS_REGION", "us-east-1", 1);
+    return true;
 }
 
 static inline void cl_dump_logs(cluster_t *c) {

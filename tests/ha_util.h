@@ -128,6 +128,28 @@ static inline int ha_wait_leader(ha_cluster_t *h, const char *not_token, char *t
     return -1;
 }
 
+/* The job's state as whichever JobManager ZooKeeper names leader now
+ * reports it (h->c.rest_port follows it).  A leader may change without a
+ * test killing it: on a loaded machine a 2 s session can expire, and the
+ * next leader resumes the job; the test follows. */
+static inline void ha_job_state(ha_cluster_t *h, const char *id, char *state, size_t cap) {
+    int k = ha_leader(h, NULL, 0);
+    if (k >= 0) h->c.rest_port = h->rest[k];
+    cl_job_state(&h->c, id, state, cap);
+}
+
+/* cl_wait_state asking the leader of the moment (ha_job_state). */
+static inline bool ha_wait_state(ha_cluster_t *h, const char *id, const char *want, int ms, char *state, size_t cap) {
+    int64_t end = cl_now_ms() + ms;
+    while (cl_now_ms() < end) {
+        ha_job_state(h, id, state, cap);
+        int r = cl_state_reached(state, want);
+        if (r) return r > 0;
+        cl_sleep_ms(100);
+    }
+    return false;
+}
+
 /* The checkpoint ids in the completed checkpoint store now, into ha_seen[]
  * as (id, term) pairs not seen before; returns the newest (0: none). */
 typedef struct ha_seen_id {

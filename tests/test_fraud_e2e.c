@@ -966,25 +966,7 @@ static char s3_endpoint[256];
 static const char *s3_bucket;
 static const char *s3_prefix; /* cluster_kills_case checks its checkpoints are there */
 
-static bool s3_setup(void) {
-    const char *path = getenv("SLUICE_S3_ENDPOINT_FILE");
-    FILE *f = path ? fopen(path, "r") : NULL;
-    bool ok = f && fgets(s3_endpoint, sizeof s3_endpoint, f);
-    if (f) fclose(f);
-    if (!ok) {
-        fprintf(stderr, "  no S3 endpoint in SLUICE_S3_ENDPOINT_FILE (%s): the ctest fixture s3 starts S3Proxy\n",
-                path ? path : "unset");
-        return false;
-    }
-    s3_endpoint[strcspn(s3_endpoint, "\r\n")] = 0;
-    const char *b = getenv("SLUICE_S3_BUCKET"), *ak = getenv("SLUICE_S3_ACCESS_KEY"), *sk = getenv("SLUICE_S3_SECRET_KEY");
-    s3_bucket = b && *b ? b : "sluice-test";
-    setenv("AWS_ENDPOINT_URL", s3_endpoint, 1);
-    setenv("AWS_ACCESS_KEY_ID", ak && *ak ? ak : "sluice-access", 1);
-    setenv("AWS_SECRET_ACCESS_KEY", sk && *sk ? sk : "sluice-secret", 1);
-    setenv("AWS_REGION", "us-east-1", 1);
-    return true;
-}
+static bool s3_setup(void) { return cl_s3_setup(s3_endpoint, sizeof s3_endpoint, &s3_bucket); }
 
 /* How many objects under s3://bucket/prefix/ end in `suffix` (a signed
  * ListObjectsV2 with curl, as scripts/s3proxy.sh does); -1 on error. */
@@ -1156,7 +1138,7 @@ TEST(ha_jobmanager_and_taskmanager_kills) {
     cluster_job_args(&r, args, sizeof args);
     ha_submit(&h, SLUICE_FRAUD_KAFKA_JOB, args, id, sizeof id);
     CHECK(id[0]);
-    bool ok = cl_wait_state(&h.c, id, "RUNNING", 30000, st, sizeof st);
+    bool ok = ha_wait_state(&h, id, "RUNNING", 30000, st, sizeof st);
     if (!ok) ha_dump(&h);
     CHECK(ok);
     int term = 0, tm_killed = 0;
@@ -1166,6 +1148,8 @@ TEST(ha_jobmanager_and_taskmanager_kills) {
         newest = ha_wait_checkpoint(&h, id, term, newest, 60000);
         if (newest < 0) ha_dump(&h);
         CHECK(newest > 0);
+        L = ha_wait_leader(&h, NULL, token, sizeof token, 30000); /* the leader now (see ha_job_state) */
+        CHECK(L >= 0);
         int restarts = cl_count_in(h.jm[L].log, "restarting from the latest checkpoint");
         int live[MAX_PROCS], nlive = 0;
         for (int i = 0; i < h.c.ntm; i++)
@@ -1185,7 +1169,7 @@ TEST(ha_jobmanager_and_taskmanager_kills) {
         if (newest < 0) ha_dump(&h);
         CHECK(newest > 0);
         /* then kill -9 of the leader, with the input not yet finished */
-        cl_job_state(&h.c, id, st, sizeof st);
+        ha_job_state(&h, id, st, sizeof st);
         CHECK_STR(st, "RUNNING");
         fprintf(stderr, "  %.1f s: kill -9 of leader jm-%d (checkpoint %" PRId64 " completed after the restart)\n",
                 (double)(cl_now_ms() - t0) / 1000.0, L, newest);
@@ -1197,7 +1181,7 @@ TEST(ha_jobmanager_and_taskmanager_kills) {
         CHECK(L >= 0);
         term++;
         ha_start_jm(&h, dead); /* a new standby in its place */
-        ok = cl_wait_state(&h.c, id, "RUNNING", 60000, st, sizeof st);
+        ok = ha_wait_state(&h, id, "RUNNING", 60000, st, sizeof st);
         if (!ok) ha_dump(&h);
         CHECK(ok); /* the same job id, run again by the new leader */
         CHECK_EQ(cl_count_in(h.jm[L].log, "recovered 1 job"), 1);
@@ -1207,7 +1191,7 @@ TEST(ha_jobmanager_and_taskmanager_kills) {
         fprintf(stderr, "  %.1f s: jm-%d leads, checkpoint %" PRId64 " completed under it\n",
                 (double)(cl_now_ms() - t0) / 1000.0, L, newest);
     }
-    ok = cl_wait_state(&h.c, id, "FINISHED", 600000, st, sizeof st);
+    ok = ha_wait_state(&h, id, "FINISHED", 600000, st, sizeof st);
     if (!ok) ha_dump(&h);
     fprintf(stderr, "  %d leader kills, %d TaskManager kills, job %s after %.1f s\n", jm_kills, tm_killed, st,
             (double)(cl_now_ms() - t0) / 1000.0);

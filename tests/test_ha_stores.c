@@ -7,6 +7,7 @@
  * election (the lowest latch leads, the next one when the leader's session
  * ends); the high-availability.* keys and their errors.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "checkpoint/s3_client.h"
+#include "cluster_util.h"
 #include "config/config.h"
 #include "ha/ha_services.h"
 #include "test.h"
@@ -39,12 +42,13 @@ static bool quorum(void) {
 }
 
 /* The HA configuration of a fresh cluster id (this run's own znodes). */
-static void ha_cfg(sl_ha_config_t *out, const char *name) {
+static void ha_cfg_in(sl_ha_config_t *out, const char *name, const char *storage) {
     sl_config_t cfg;
     sl_config_defaults(&cfg);
     char err[512], cid[128], dir[700];
     snprintf(cid, sizeof cid, "%s-%d-%u", name, (int)getpid(), g_seed);
     snprintf(dir, sizeof dir, "%s/ha-storage", sl_test_tmpdir());
+    if (storage) snprintf(dir, sizeof dir, "%s", storage);
     if (sl_config_set(&cfg, "high-availability.type", "zookeeper", err, sizeof err) < 0 ||
         sl_config_set(&cfg, "high-availability.zookeeper.quorum", g_quorum, err, sizeof err) < 0 ||
         sl_config_set(&cfg, "high-availability.storageDir", dir, err, sizeof err) < 0 ||
@@ -56,6 +60,7 @@ static void ha_cfg(sl_ha_config_t *out, const char *name) {
     }
     sl_config_free(&cfg);
 }
+static void ha_cfg(sl_ha_config_t *out, const char *name) { ha_cfg_in(out, name, NULL); }
 
 /* Several sessions issue ids of one job in random order; the model: an id
  * is issued iff it is >= the next one, which then becomes id + 1. */
@@ -145,10 +150,23 @@ TEST(completed_checkpoint_store_retains_newest) {
 /* Random puts and removes of jobs (built-in and file artifacts, random
  * arguments) from two sessions: the stored set and each job's contents
  * equal the model; a file artifact is a copy in the storage directory. */
-TEST(job_graph_store_round_trips) {
+/* Random puts, gets and removes of jobs from two sessions against a
+ * model; storage: NULL (a local storageDir) or an s3:// URI, whose
+ * artifacts a session fetches into its own directory as another host would
+ * (sl_ha_job_localize), and whose objects go with the job. */
+static void job_graph_round_trips(const char *storage) {
     CHECK(quorum());
     sl_ha_config_t c;
-    ha_cfg(&c, "jobs");
+    ha_cfg_in(&c, "jobs", storage);
+    bool s3 = storage != NULL;
+    sl_s3_client_t *cli = NULL;
+    char bucket[256], path[1024], e[1024];
+    if (s3) {
+        sl_s3_config_t sc;
+        CHECK_EQ(sl_s3_parse_uri(storage, bucket, sizeof bucket, path, sizeof path, e, sizeof e), 0);
+        CHECK_EQ(sl_s3_config_resolve(&sc, e, sizeof e), 0);
+        CHECK_EQ(sl_s3_client_new(&sc, bucket, &cli, e, sizeof e), 0);
+    }
     sl_ha_t *ha[2];
     char err[512];
     for (int i = 0; i < 2; i++) CHECK_EQ(sl_ha_open(&c, &ha[i], err, sizeof err), 0);
@@ -190,9 +208,19 @@ TEST(job_graph_store_round_trips) {
             CHECK_STR(got.artifact, stored);
             if (file[j]) {
                 CHECK(strstr(got.artifact, c.storage_dir) == got.artifact);
+                char host[900];
+                snprintf(host, sizeof host, "%s/host-%d", sl_test_tmpdir(), 1 - s); /* the reader's own directory */
+                CHECK_EQ(sl_ha_job_localize(ha[1 - s], &got, host, err, sizeof err), 0);
+                CHECK(s3 ? strstr(got.artifact, host) == got.artifact : !strcmp(got.artifact, stored));
                 struct stat st;
                 CHECK_EQ(stat(got.artifact, &st), 0);
                 CHECK_EQ(st.st_size, 5000);
+                FILE *g = fopen(got.artifact, "r");
+                CHECK(g);
+                int bad = 0;
+                for (int i = 0; i < 5000; i++) bad += fgetc(g) != 'a' + i % 26;
+                fclose(g);
+                CHECK_EQ(bad, 0);
             } else {
                 CHECK_STR(got.artifact, "builtin:fraud");
             }
@@ -203,6 +231,21 @@ TEST(job_graph_store_round_trips) {
             sl_ha_job_t got;
             CHECK_EQ(sl_ha_job_get(ha[1 - s], id, &got, err, sizeof err), SL_ENOTFOUND);
             live[j] = false;
+            /* and its files are gone */
+            if (s3) {
+                char key[1400];
+                snprintf(key, sizeof key, "%s%s%s/job-%s/", path, path[0] ? "/" : "", c.cluster_id, id);
+                sl_s3_object_t *objs;
+                int no;
+                CHECK_EQ(sl_s3_list(cli, key, &objs, &no, e, sizeof e), 0);
+                sl_s3_objects_free(objs, no);
+                CHECK_EQ(no, 0);
+            } else {
+                char dir[3000];
+                struct stat st;
+                snprintf(dir, sizeof dir, "%s/%s/job-%s", c.storage_dir, c.cluster_id, id);
+                CHECK(stat(dir, &st) < 0 && errno == ENOENT);
+            }
         }
         char **ids;
         int n;
@@ -217,7 +260,20 @@ TEST(job_graph_store_round_trips) {
         sl_zk_free_names(ids, n);
     }
     for (int i = 0; i < 2; i++) sl_ha_close(ha[i]);
+    sl_s3_client_free(cli);
 }
+
+TEST(job_graph_store_round_trips) { job_graph_round_trips(NULL); }
+
+/* high-availability.storageDir: s3://bucket/path (the `s3` fixture's S3Proxy). */
+TEST(job_graph_store_in_s3) {
+    char endpoint[256], uri[600];
+    const char *bucket;
+    CHECK(cl_s3_setup(endpoint, sizeof endpoint, &bucket));
+    snprintf(uri, sizeof uri, "s3://%s/ha-stores-%d-%u/storage", bucket, (int)getpid(), g_seed);
+    job_graph_round_trips(uri);
+}
+
 
 /* JobManagers join in random order; the earliest joined of those still in
  * leads; closing a session (a dead JobManager) hands leadership on; the
@@ -329,6 +385,18 @@ TEST(config_keys_and_errors) {
     CHECK_EQ(sl_config_set(&cfg, "high-availability.storageDir", "relative/dir", err, sizeof err), 0);
     CHECK_EQ(sl_ha_config_from(&cfg, true, &h, err, sizeof err), SL_EINVAL);
     CHECK_CONTAINS(err, "absolute");
+    CHECK_EQ(sl_config_set(&cfg, "high-availability.storageDir", "s3:///no-bucket", err, sizeof err), 0);
+    CHECK_EQ(sl_ha_config_from(&cfg, true, &h, err, sizeof err), SL_EINVAL);
+    CHECK_CONTAINS(err, "high-availability.storageDir 's3:///no-bucket'");
+    char *saved[2] = {getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY")};
+    for (int i = 0; i < 2; i++) saved[i] = saved[i] ? sl_strdup(saved[i]) : NULL;
+    unsetenv("AWS_ACCESS_KEY_ID"), unsetenv("AWS_SECRET_ACCESS_KEY");
+    CHECK_EQ(sl_config_set(&cfg, "high-availability.storageDir", "s3://bucket/ha", err, sizeof err), 0);
+    CHECK_EQ(sl_ha_config_from(&cfg, true, &h, err, sizeof err), SL_EINVAL); /* no credentials: said at start */
+    CHECK_CONTAINS(err, "high-availability.storageDir 's3://bucket/ha'");
+    if (saved[0]) setenv("AWS_ACCESS_KEY_ID", saved[0], 1);
+    if (saved[1]) setenv("AWS_SECRET_ACCESS_KEY", saved[1], 1);
+    sl_free(saved[0]), sl_free(saved[1]);
     CHECK_EQ(sl_config_set(&cfg, "high-availability.storageDir", "/ha", err, sizeof err), 0);
     CHECK_EQ(sl_ha_config_from(&cfg, true, &h, err, sizeof err), 0);
     CHECK(h.enabled);
@@ -371,6 +439,7 @@ int main(void) {
     RUN(checkpoint_id_counter_never_reissues);
     RUN(completed_checkpoint_store_retains_newest);
     RUN(job_graph_store_round_trips);
+    RUN(job_graph_store_in_s3);
     RUN(leader_election_lowest_latch_leads);
     RUN(leader_retrieval_follows_changes);
     TEST_MAIN_END();

@@ -78,15 +78,19 @@ static int ha_term(const sl_ha_config_t *hc, const sl_dispatcher_config_t *dc0) 
         return -1;
     }
     char rest[300];
+    bool recovery_failed = false;
     snprintf(rest, sizeof rest, "http://%s:%d", dc.rest_host, sl_dispatcher_rest_port(d));
     int rc = sl_ha_election_publish(ha, dc.rpc_host, sl_dispatcher_rpc_port(d), rest, err, sizeof err);
     if (rc == 0) {
         fprintf(stderr, "sluice jobmanager: leading (fencing token %s): RPC at %s:%d, REST at %s\n",
                 sl_ha_election_token(ha), dc.rpc_host, sl_dispatcher_rpc_port(d), rest);
         int n = sl_dispatcher_recover_jobs(d, err, sizeof err);
-        if (n < 0) fprintf(stderr, "sluice jobmanager: cannot read the job graph store: %s\n", err);
-        else if (n > 0) fprintf(stderr, "sluice jobmanager: recovered %d job%s\n", n, n == 1 ? "" : "s");
-        while (!g_stop && !sl_dispatcher_deposed(d)) sleep_ms(100);
+        recovery_failed = n < 0;
+        if (n < 0) /* a leader without its jobs would leave them unrun: another term (here or elsewhere) tries */
+            fprintf(stderr, "sluice jobmanager: cannot recover the jobs (%s): giving up leadership\n", err);
+        else if (n > 0)
+            fprintf(stderr, "sluice jobmanager: recovered %d job%s\n", n, n == 1 ? "" : "s");
+        while (n >= 0 && !g_stop && !sl_dispatcher_deposed(d)) sleep_ms(100);
     } else {
         fprintf(stderr, "sluice jobmanager: cannot publish the leader's address: %s\n", err);
     }
@@ -94,6 +98,7 @@ static int ha_term(const sl_ha_config_t *hc, const sl_dispatcher_config_t *dc0) 
     fprintf(stderr, "sluice jobmanager: %s\n", stop ? "stopping" : "no longer the leader: standing by again");
     sl_dispatcher_destroy(d);
     sl_ha_close(ha); /* ends the session: the next JobManager leads */
+    if (rc == 0 && recovery_failed) sleep_ms(1000);
     return stop ? 1 : 0;
 }
 

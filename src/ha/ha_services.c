@@ -3,6 +3,7 @@
  * a JobManager's HA services (ha_services.h).
  */
 #include "ha/ha_services.h"
+#include "checkpoint/s3_client.h"
 #include "ha/ha_int.h"
 
 #include <stdio.h>
@@ -27,9 +28,17 @@ int sl_ha_config_from(const sl_config_t *cfg, bool jobmanager, sl_ha_config_t *o
         return sl_errf(err, errlen, SL_EINVAL,
                        "high-availability.type is ZOOKEEPER but high-availability.storageDir is not set (a directory "
                        "every JobManager can read, where the jobs' artifacts are kept)");
-    if (jobmanager && cfg->ha_storage_dir[0] != '/')
-        return sl_errf(err, errlen, SL_EINVAL, "high-availability.storageDir '%s': an absolute path is needed",
+    if (jobmanager && sl_s3_is_uri(cfg->ha_storage_dir)) { /* its bucket and credentials are checked now */
+        char bucket[256], path[2048], e[600];
+        sl_s3_config_t s3;
+        if (sl_s3_parse_uri(cfg->ha_storage_dir, bucket, sizeof bucket, path, sizeof path, e, sizeof e) < 0 ||
+            sl_s3_config_resolve(&s3, e, sizeof e) < 0)
+            return sl_errf(err, errlen, SL_EINVAL, "high-availability.storageDir '%s': %s", cfg->ha_storage_dir, e);
+    } else if (jobmanager && cfg->ha_storage_dir[0] != '/') {
+        return sl_errf(err, errlen, SL_EINVAL,
+                       "high-availability.storageDir '%s': an absolute path or an s3://bucket/path URI is needed",
                        cfg->ha_storage_dir);
+    }
     const char *root = cfg->ha_root && cfg->ha_root[0] ? cfg->ha_root : "/sluice";
     const char *cid = cfg->ha_cluster_id && cfg->ha_cluster_id[0] ? cfg->ha_cluster_id : "/default";
     if (root[0] != '/')

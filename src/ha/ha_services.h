@@ -132,7 +132,7 @@ int sl_ha_checkpoint_ids(sl_ha_t *ha, const char *job, int64_t *ids, int cap, ch
 
 typedef struct sl_ha_job {
     char id[33];                   /* the dispatcher's job id */
-    char *artifact;                /* "builtin:NAME" or the copy in storageDir */
+    char *artifact;                /* "builtin:NAME", the copy in storageDir, or its s3:// URI */
     int nargs;
     char **args;
     char *restore_path;            /* as submitted (NULL: none) */
@@ -140,12 +140,17 @@ typedef struct sl_ha_job {
 } sl_ha_job_t;
 
 /* Stores a submission: a file artifact is copied into
- * storageDir/<cluster-id>/job-<id>/ first, then /jobgraphs/<id> points at it;
- * the artifact as stored (the copy, or "builtin:NAME") into stored. */
+ * storageDir/<cluster-id>/job-<id>/ first (uploaded there when storageDir
+ * is s3://bucket/path), then /jobgraphs/<id> points at it; the artifact as
+ * stored (the copy, its s3:// URI, or "builtin:NAME") into stored. */
 int sl_ha_job_put(sl_ha_t *ha, const sl_ha_job_t *job, char *stored, size_t cap, char *err, size_t errlen);
 /* The stored job ids (sl_zk_free_names). */
 int sl_ha_job_ids(sl_ha_t *ha, char ***ids, int *n, char *err, size_t errlen);
 int sl_ha_job_get(sl_ha_t *ha, const char *id, sl_ha_job_t *out, char *err, size_t errlen);
+/* A job's artifact as a local file: an s3:// one is downloaded into
+ * local_dir/job-<id>/ and job->artifact becomes that path; any other is
+ * left as it is.  The error names the job and the URI. */
+int sl_ha_job_localize(sl_ha_t *ha, sl_ha_job_t *job, const char *local_dir, char *err, size_t errlen);
 /* A finished or cancelled job: its znodes (job graph, counter, checkpoints)
  * and its files in storageDir go. */
 int sl_ha_job_remove(sl_ha_t *ha, const char *id, char *err, size_t errlen);

@@ -8,9 +8,11 @@
 #include <openssl/rand.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "common/auth.h"
+#include "checkpoint/s3_client.h"
 #include "common/common.h"
 #include "ha/ha_services.h"
 #include "jobmanager/job_master.h"
@@ -500,7 +502,10 @@ static int submit_as(sl_dispatcher_t *d, const char *given_id, bool recovered, c
                 sl_free(j);
                 return rc;
             }
-            artifact = stored; /* the copy in high-availability.storageDir outlives this process */
+            /* the copy in a local high-availability.storageDir outlives this
+             * process; an s3:// one is for the next leader, this one runs
+             * the file it has */
+            if (!sl_s3_is_uri(stored)) artifact = stored;
         }
     }
     sl_jm_config_t jc = {.artifact = artifact,
@@ -579,12 +584,33 @@ int sl_dispatcher_recover_jobs(sl_dispatcher_t *d, char *err, size_t errlen) {
             rc = 0;
             continue;
         }
+        if (rc == SL_EFORMAT) { /* a pointer no JobManager can read: reported, the others go on */
+            fprintf(stderr, "sluice jobmanager: could not recover job %s: %s\n", ids[i], err);
+            rc = 0;
+            continue;
+        }
         if (rc < 0) break;
         int lrc = sl_ha_checkpoint_latest(d->cfg.ha, hj.id, &ck, dir, sizeof dir, e, sizeof e);
         if (lrc < 0 && lrc != SL_ENOTFOUND) {
             rc = sl_errf(err, errlen, lrc, "job %s: %s", hj.id, e);
             sl_ha_job_clear(&hj);
             break;
+        }
+        /* an artifact in S3 is fetched into this JobManager's directory; the
+         * store unreachable (after the client's retries) fails the recovery,
+         * an object that is gone fails only this job */
+        int arc = sl_ha_job_localize(d->cfg.ha, &hj, d->cfg.artifact_dir ? d->cfg.artifact_dir
+                                                               : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+                                     e, sizeof e);
+        if (arc == SL_EIO) {
+            rc = sl_errf(err, errlen, arc, "%s", e);
+            sl_ha_job_clear(&hj);
+            break;
+        }
+        if (arc < 0) {
+            fprintf(stderr, "sluice jobmanager: could not recover job %s: %s\n", hj.id, e);
+            sl_ha_job_clear(&hj);
+            continue;
         }
         const char *from = lrc == 0 ? dir : hj.restore_path;
         int src = submit_as(d, hj.id, true, hj.artifact, hj.nargs, hj.args, from, hj.allow_nrs, id, sizeof id, e,

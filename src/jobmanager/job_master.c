@@ -929,6 +929,30 @@ static void backoff(sl_job_master_t *jm, int64_t ms) {
     pthread_mutex_unlock(&jm->mu);
 }
 
+/* The job ends with rc: SUSPENDED when this JobManager stopped leading
+ * (the next leader goes on from its checkpoints, even if a restart was
+ * waiting for the completed checkpoint store when the session went),
+ * otherwise FINISHED, CANCELED or FAILED, its checkpoints kept or
+ * discarded as the retention policy says. */
+static int end_job(sl_job_master_t *jm, sl_job_result_t *res, int rc) {
+    const sl_plan_t *p = jm->plan;
+    pthread_mutex_lock(&jm->mu);
+    bool suspended = jm->suspended;
+    pthread_mutex_unlock(&jm->mu);
+    if (suspended) {
+        res->rc = SL_ECANCELED;
+        snprintf(res->err, sizeof res->err, "job '%s' was suspended: this JobManager is no longer the leader",
+                 p->job_name);
+        set_status(jm, "SUSPENDED");
+        return SL_ECANCELED;
+    }
+    if (rc == SL_ECANCELED && !res->err[0]) snprintf(res->err, sizeof res->err, "job '%s' was canceled", p->job_name);
+    end_of_job_checkpoints(jm, rc);
+    res->rc = rc;
+    set_status(jm, rc == 0 ? "FINISHED" : rc == SL_ECANCELED ? "CANCELED" : "FAILED");
+    return rc;
+}
+
 int sl_jm_run(sl_job_master_t *jm, sl_job_result_t *res) {
     const sl_plan_t *p = jm->plan;
     memset(res, 0, sizeof *res);
@@ -949,20 +973,7 @@ int sl_jm_run(sl_job_master_t *jm, sl_job_result_t *res) {
                         p->job_name, res->err, sl_restart_kind_name(p->cfg.restart.kind), res->restarts,
                         res->restarts == 1 ? "" : "s");
             sl_restart_free(&strat);
-            pthread_mutex_lock(&jm->mu);
-            bool suspended = jm->suspended;
-            pthread_mutex_unlock(&jm->mu);
-            if (suspended) { /* not the job's end: the next leader goes on from its checkpoints */
-                res->rc = SL_ECANCELED;
-                snprintf(res->err, sizeof res->err, "job '%s' was suspended: this JobManager is no longer the leader",
-                         p->job_name);
-                set_status(jm, "SUSPENDED");
-                return SL_ECANCELED;
-            }
-            end_of_job_checkpoints(jm, rc);
-            res->rc = rc;
-            set_status(jm, rc == 0 ? "FINISHED" : rc == SL_ECANCELED ? "CANCELED" : "FAILED");
-            return rc;
+            return end_job(jm, res, rc);
         }
         fprintf(stderr, "sluice: job '%s' failed (%s); restarting from the latest checkpoint in %lld ms "
                         "(restart %d, %s)\n",
@@ -972,11 +983,11 @@ int sl_jm_run(sl_job_master_t *jm, sl_job_result_t *res) {
         set_status(jm, "RESTARTING");
         if (strat.backoff_ms > 0) backoff(jm, strat.backoff_ms);
         int prc = prepare_restart(jm, res->err, sizeof res->err);
-        if (prc < 0) {
+        if (prc < 0) { /* cancelled or suspended while it waited for the store: that is how the job ends */
             sl_restart_free(&strat);
-            set_status(jm, "FAILED");
-            res->rc = SL_EINVAL;
-            return SL_EINVAL;
+            bool canceled = cancel_requested(jm);
+            if (canceled) res->err[0] = 0;
+            return end_job(jm, res, canceled ? SL_ECANCELED : SL_EINVAL);
         }
     }
 }
