@@ -16,7 +16,9 @@
  *   - a watermark never overtakes a result: a keyed process downstream
  *     checks that no result arrives at or behind its current watermark (the
  *     source is never late itself);
- *   - never more than `capacity` requests in flight per subtask.
+ *   - never more than `capacity` requests in flight per subtask;
+ *   - an answer from another thread wakes an idle task (its mail), long
+ *     before any timer would.
  */
 #include <stdatomic.h>
 #include <time.h>
@@ -557,6 +559,82 @@ TEST(timeout_without_callback_fails_by_name) {
 }
 
 
+/* A completion on another thread wakes the task through its mailbox, with
+ * no record, watermark or timer to carry it: the source emits one record
+ * and then stays idle; the answer comes 20 ms later from a thread of the
+ * test and must reach the map after the operator within 10 s — long
+ * before the request's 60 s timeout, whose timer would otherwise be the
+ * first thing to look at the queue again. */
+static atomic_int wake_stop, wake_seen;
+static int wake_create(void *ctx, int subtask, int p, void **reader, int *nsplits, char *err, size_t el) {
+    *reader = calloc(1, sizeof(int));
+    *nsplits = 1;
+    return 0;
+}
+static int wake_poll(void *reader, sl_source_output_t *out, int max, char *err, size_t el) {
+    int *sent = reader;
+    if (!*sent) {
+        sl_rw_set_i64(sl_src_row(out), 0, 42);
+        sl_src_emit(out, 0, SL_NO_TIMESTAMP);
+        *sent = 1;
+        return SL_SRC_MORE;
+    }
+    if (!atomic_load(&wake_stop)) return SL_SRC_IDLE;
+    sl_src_split_finished(out, 0);
+    return SL_SRC_END;
+}
+static const sl_source_ops_t wake_src_ops = {
+    .name = "one", .create_reader = wake_create, .poll = wake_poll, .destroy_reader = src_destroy_reader,
+    .destroy = src_destroy};
+static void *wake_answer(void *arg) {
+    sleep_us(20000);
+    sl_async_result_t *res = arg;
+    sl_rw_set_i64(sl_async_row(res), 0, 43);
+    sl_async_add(res);
+    sl_async_complete(res);
+    return NULL;
+}
+static int wake_invoke(void *c, const sl_record_t *in, sl_async_result_t *res) {
+    pthread_t th;
+    if (pthread_create(&th, NULL, wake_answer, res) != 0) return SL_EIO;
+    pthread_detach(th);
+    return 0;
+}
+static int wake_mark(void *c, const sl_record_t *in, sl_row_writer_t *out) {
+    if (sl_row_i64(&in->row, 0) == 43) atomic_store(&wake_seen, 1);
+    sl_rw_set_i64(out, 0, sl_row_i64(&in->row, 0));
+    return 0;
+}
+static void *wake_job(void *arg) {
+    sl_env_t *env = arg;
+    intptr_t rc = sl_env_execute(env, "wake");
+    return (void *)rc;
+}
+
+TEST(completion_wakes_an_idle_task) {
+    atomic_store(&wake_stop, 0), atomic_store(&wake_seen, 0);
+    sl_env_t *env = sl_env_new();
+    sl_source_t src = {&wake_src_ops, NULL, sl_schema_parse("id BIGINT NOT NULL", NULL, 0)};
+    sl_stream_t *s = sl_from_source(env, src, sl_wm_none(), "one");
+    sl_async_fn_t fn = {.invoke = wake_invoke};
+    s = sl_async_wait(s, fn, 4, 60000, SL_ASYNC_UNORDERED, sl_schema_parse("id BIGINT NOT NULL", NULL, 0));
+    s = sl_map(s, wake_mark, NULL, sl_schema_parse("id BIGINT NOT NULL", NULL, 0));
+    collected_t *c = collected_new();
+    sl_sink_to(s, collect_sink(c), "out");
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, wake_job, env), 0);
+    int64_t t0 = sl_mono_ns(), waited_ms = 0;
+    while (!atomic_load(&wake_seen) && (waited_ms = (sl_mono_ns() - t0) / 1000000) < 10000) sleep_us(1000);
+    fprintf(stderr, "  the answer reached the map after %lld ms\n", (long long)waited_ms);
+    CHECK(atomic_load(&wake_seen));
+    atomic_store(&wake_stop, 1);
+    void *rc;
+    pthread_join(th, &rc);
+    CHECK_EQ((intptr_t)rc, 0);
+    sl_env_destroy(env);
+    collected_free(c);
+}
+
 /* ---- the queue's semantics, driven directly (no task, no threads) ----
  * A random interleaving of records, watermarks and completions in any
  * order; the emitted sequence is checked against the definition:
@@ -687,6 +765,7 @@ int main(void) {
     RUN(queue_semantics_random);
     RUN(builder_errors_named);
     RUN(timeout_without_callback_fails_by_name);
+    RUN(completion_wakes_an_idle_task);
     RUN(ordered_rescale);
     RUN(unordered_rescale);
     RUN(random_cases);
