@@ -14,7 +14,9 @@
  *     nullable -> NOT NULL) refused before the job starts (its source never
  *     reads), naming the operator, the state, the field and both types;
  *   - a value that is not a row of the schema fails the task, naming the
- *     state; a typed state with a TTL is refused in open.
+ *     state; a typed state takes a TTL (on both backends), and a restore
+ *     that adds one to a state the savepoint holds without is refused,
+ *     naming the operator, the state and both settings.
  * The job's source and run helpers: savepoint_util.h.
  */
 #include <jansson.h>
@@ -340,10 +342,10 @@ static sl_env_t *build_prof(int version, int p, int backend, const char *restore
 static char SP[4300];
 static bool QUERIED; /* the running version 1 answered a query by key with its row's fields */
 
-/* Version 1 up to gate G, stopped with a savepoint (SP). */
-static int v1_savepoint(int64_t G) {
+/* Version 1 (or `version`) up to gate G, stopped with a savepoint (SP). */
+static int version_savepoint(int version, int64_t G) {
     txn_collected_t *t = txn_collected_new();
-    sl_env_t *env = build_prof(V1, 2, SL_STATE_BACKEND_HASHMAP, NULL, t);
+    sl_env_t *env = build_prof(version, 2, SL_STATE_BACKEND_HASHMAP, NULL, t);
     run_t r;
     start(&r, env, G);
     int rc = wait_emitted(G) ? 0 : -1;
@@ -385,6 +387,8 @@ static int v1_savepoint(int64_t G) {
     txn_collected_free(t);
     return rc;
 }
+
+static int v1_savepoint(int64_t G) { return version_savepoint(V1, G); }
 
 TEST(upgrade_migrates_typed_state) {
     const int64_t G = 2100;
@@ -501,7 +505,7 @@ TEST(incompatible_changes_refused_before_start) {
     refused(V_BAD_NULLABLE, "state 'seen'", "field 'w'", "INT cannot become INT NOT NULL", NULL);
 }
 
-TEST(bad_value_and_ttl_fail_the_task) {
+TEST(bad_value_fails_the_task) {
     txn_collected_t *t = txn_collected_new();
     sl_env_t *env = build_prof(V_BAD_WRITE, 1, SL_STATE_BACKEND_HASHMAP, NULL, t);
     atomic_store(&GS.gate, N);
@@ -509,11 +513,65 @@ TEST(bad_value_and_ttl_fail_the_task) {
     CHECK_CONTAINS(sl_env_error(env), "state 'profile'");
     CHECK_CONTAINS(sl_env_error(env), "not a row of its schema");
     sl_env_destroy(env);
-    env = build_prof(V_TTL, 1, SL_STATE_BACKEND_HASHMAP, NULL, t);
-    CHECK(sl_env_execute(env, "ttl") < 0);
-    CHECK_CONTAINS(sl_env_error(env), "state 'profile' has a row schema");
+    txn_collected_free(t);
+}
+
+static void ttl_refused(int version, const char *was, const char *now) {
+    txn_collected_t *t = txn_collected_new();
+    sl_env_t *env = build_prof(version, 2, SL_STATE_BACKEND_HASHMAP, SP, t);
+    atomic_store(&GS.gate, N);
+    CHECK(sl_env_execute(env, "ttl-changed") < 0);
+    const char *e = sl_env_error(env);
+    fprintf(stderr, "  %s\n", e);
+    CHECK_CONTAINS(e, "operator 'profiles'");
+    CHECK_CONTAINS(e, "state 'profile'");
+    CHECK_CONTAINS(e, was);
+    CHECK_CONTAINS(e, now);
+    CHECK_EQ(t->out->n, 0);
     sl_env_destroy(env);
     txn_collected_free(t);
+}
+
+/* A typed state takes a TTL (test_state_ttl_typed.c checks its rules):
+ * the job with a TTL on the profile runs to the end on both backends, the
+ * profile and the list agreeing for every record (the function checks it),
+ * every key's counts 1..n once.  A running job's query answers a typed TTL
+ * row's fields.  Restoring a savepoint into a version that adds or removes
+ * the TTL is refused, naming the operator, the state and both settings. */
+TEST(typed_state_with_ttl) {
+    for (int b = 0; b < 2; b++) {
+        txn_collected_t *t = txn_collected_new();
+        sl_env_t *env = build_prof(V_TTL, 2, b ? SL_STATE_BACKEND_ROCKSDB : SL_STATE_BACKEND_HASHMAP, NULL, t);
+        atomic_store(&GS.gate, N);
+        atomic_store(&GS.emitted, 0);
+        int rc = sl_env_execute(env, "ttl");
+        CHECK_STR(sl_env_error(env), "");
+        CHECK_EQ(rc, 0);
+        int64_t cnt[KEYS] = {0}, best[KEYS] = {0}, rows = 0;
+        for (int64_t v = 0; v < N; v++) cnt[v % KEYS]++;
+        pthread_mutex_lock(&t->mu);
+        for (int64_t i = 0; i < t->out->n; i++, rows++) {
+            sl_row_t r = {t->out->rows[i], t->out->lens[i], OUT};
+            int64_t k = sl_row_i64(&r, 0), n = sl_row_i64(&r, 2);
+            CHECK(k >= 0 && k < KEYS);
+            if (k >= 0 && k < KEYS && n > best[k]) best[k] = n;
+        }
+        pthread_mutex_unlock(&t->mu);
+        CHECK_EQ(rows, N);
+        for (int k = 0; k < KEYS; k++) CHECK_EQ(best[k], cnt[k]);
+        sl_env_destroy(env);
+        txn_collected_free(t);
+    }
+    /* the running job answers a query by key with the row's fields (the
+     * timestamp left out); its savepoint restored into version 1 (the TTL
+     * removed) is refused */
+    QUERIED = false;
+    CHECK_EQ(version_savepoint(V_TTL, 1000), 0);
+    CHECK(QUERIED);
+    ttl_refused(V1, "restored with a TTL of 60000 ms", "declared now without TTL");
+    /* and version 1's savepoint (no TTL) restored into the TTL version */
+    CHECK_EQ(v1_savepoint(1000), 0);
+    ttl_refused(V_TTL, "restored without TTL", "declared now with a TTL of 60000 ms");
 }
 
 /* Declaring a schema on an operator that is not keyed, twice, or empty:
@@ -537,7 +595,8 @@ int main(void) {
     RUN(upgrade_migrates_typed_state);
     RUN(incompatible_changes_refused_before_start);
     RUN(state_read_prints_typed_rows);
-    RUN(bad_value_and_ttl_fail_the_task);
+    RUN(bad_value_fails_the_task);
+    RUN(typed_state_with_ttl);
     RUN(declaration_errors);
     sl_schema_unref(PROFILE);
     sl_schema_unref(SEEN);

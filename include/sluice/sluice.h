@@ -571,8 +571,10 @@ SL_API sl_state_t *sl_state_aggregating(sl_rt_t *rt, const char *name, uint32_t 
  * may become nullable — and refuses the job before it starts otherwise,
  * naming the operator, the state, the field and both types.  Writing a
  * value that is not a row of the schema fails the task, naming the state.
- * A typed state is a value, list or map state without TTL (another kind is
- * reported when it is declared in open).  Builder thread; returns op. */
+ * A typed state is a value, list or map state (another kind is reported
+ * when it is declared in open), with or without a TTL (sl_state_value_ttl
+ * and the others below: the rows expire as bytes do, and a migration keeps
+ * each row's TTL timestamp).  Builder thread; returns op. */
 SL_API sl_stream_t *sl_keyed_state_schema(sl_stream_t *op, const char *state, const sl_schema_t *schema);
 /* A typed state's schema (NULL: a state of bytes): build its rows with it. */
 SL_API const sl_schema_t *sl_state_schema(sl_state_t *st);
@@ -599,8 +601,10 @@ SL_API int sl_value_put_row(sl_state_t *st, const sl_row_t *row);
  * Time is the job's processing time (sl_env_set_clock).  Timestamps are
  * stored with the state, so state restored from a checkpoint expires when
  * it would have without the restore.  Turning TTL on or off for a state
- * that a checkpoint holds is not supported (as in Flink): declare it the
- * same way again.
+ * that a checkpoint holds is not supported (as in Flink before 2.2):
+ * declare it the same way again — for a typed state a restore that does
+ * fails the task when open declares it, naming the operator, the state
+ * and both settings.
  *
  * Zero fields are Flink's defaults: sl_state_ttl(ms) is
  * (sl_state_ttl_t){.ttl_ms = ms}; set other fields as needed. */

@@ -236,6 +236,7 @@ struct sl_state_entries {
     /* typed states (sl_state_entries_set_schema): their values print as rows */
     char **typed;
     sl_schema_t **schemas;
+    uint32_t *prefix; /* per typed state: bytes in front of each row (a TTL timestamp), 0 none */
     int ntyped;
 };
 typedef struct sl_state_entries collector_t;
@@ -332,6 +333,7 @@ void sl_state_entries_free(sl_state_entries_t *col) {
     }
     sl_free(col->typed);
     sl_free(col->schemas);
+    sl_free(col->prefix);
     for (int i = 0; i < col->nnames; i++) sl_free(col->names[i]);
     sl_free(col->names);
     sl_free(col->kinds);
@@ -413,14 +415,16 @@ typedef struct printer {
     sl_state_bytes_t mode;
     const char *what; /* what failed to encode, for the message */
     const sl_schema_t *schema; /* the state's rows (typed state), or NULL */
+    uint32_t prefix;           /* bytes in front of each row (a TTL state's timestamp) */
 } printer_t;
 
-/* A value of a typed state as an object of its fields (SQL NULL as null);
- * bytes that are not a row of the schema print as bytes. */
+/* A value of a typed state as an object of its fields (SQL NULL as null),
+ * after its TTL timestamp when it has one; bytes that are not a row of the
+ * schema print as bytes (all of them). */
 static json_t *encode_value(const printer_t *pr, const uint8_t *p, uint32_t n) {
-    if (!pr->schema) return encode(pr->mode, p, n);
-    sl_row_t r = {p, n, pr->schema};
-    if (!p || sl_row_validate(&r) != 0) return encode(pr->mode, p, n);
+    if (!pr->schema || !p || n < pr->prefix) return encode(pr->mode, p, n);
+    sl_row_t r = {p + pr->prefix, n - pr->prefix, pr->schema};
+    if (sl_row_validate(&r) != 0) return encode(pr->mode, p, n);
     json_t *o = json_object();
     for (int i = 0; i < sl_schema_field_count(pr->schema); i++) {
         json_t *v = NULL;
@@ -457,8 +461,21 @@ static json_t *encode_value(const printer_t *pr, const uint8_t *p, uint32_t n) {
 void sl_state_entries_set_schema(sl_state_entries_t *col, const char *state, sl_schema_t *schema) {
     col->typed = sl_realloc(col->typed, (size_t)(col->ntyped + 1) * sizeof *col->typed);
     col->schemas = sl_realloc(col->schemas, (size_t)(col->ntyped + 1) * sizeof *col->schemas);
+    col->prefix = sl_realloc(col->prefix, (size_t)(col->ntyped + 1) * sizeof *col->prefix);
     col->typed[col->ntyped] = sl_strdup(state);
+    col->prefix[col->ntyped] = 0;
     col->schemas[col->ntyped++] = sl_schema_ref(schema);
+}
+
+void sl_state_entries_set_ttl(sl_state_entries_t *col, const char *state) {
+    for (int i = 0; i < col->ntyped; i++)
+        if (!strcmp(col->typed[i], state)) col->prefix[i] = SL_TTL_TS_BYTES;
+}
+
+static uint32_t prefix_of(const sl_state_entries_t *col, const char *state) {
+    for (int i = 0; i < col->ntyped; i++)
+        if (!strcmp(col->typed[i], state)) return col->prefix[i];
+    return 0;
 }
 
 static const sl_schema_t *schema_of(const sl_state_entries_t *col, const char *state) {
@@ -518,7 +535,7 @@ json_t *sl_state_entries_json(sl_state_entries_t *col, size_t i, sl_state_bytes_
     entry_t *e = &col->v[i];
     int kind = col->kinds[e->state];
     const char *name = col->names[e->state];
-    printer_t pr = {mode, NULL, schema_of(col, name)};
+    printer_t pr = {mode, NULL, schema_of(col, name), prefix_of(col, name)};
     json_t *key = encode(mode, e->key, e->klen);
     json_t *ns = key ? encode(mode, e->ns, e->nslen) : NULL;
     json_t *val = ns ? entry_value(&pr, kind, e) : NULL;

@@ -115,6 +115,11 @@ struct json_t *sl_state_entries_json(sl_state_entries_t *e, size_t i, sl_state_b
  * NULL as null; bytes that are not such a row print as bytes).  Takes a
  * reference. */
 void sl_state_entries_set_schema(sl_state_entries_t *e, const char *state, sl_schema_t *schema);
+/* Typed state `state` (set_schema first) has a TTL: each stored row comes
+ * after its 8-byte timestamp, which the printed object leaves out (as a
+ * running job's query does).  A snapshot holds no item that had expired
+ * when it was taken; items that expired since print as they are. */
+void sl_state_entries_set_ttl(sl_state_entries_t *e, const char *state);
 void sl_state_entries_free(sl_state_entries_t *e);
 
 #endif

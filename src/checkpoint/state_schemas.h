@@ -5,8 +5,20 @@
  * Every subtask of an operator with typed states (sl_keyed_state_schema)
  * writes the blob "state-schemas" next to its keyed state:
  *
- *   u32 count, then per state: u32 len, name, u32 len, schema DDL
- *   (little-endian; DDL as sl_schema_format writes it)
+ *   "SLS2", u32 count, then per state: u32 len, name, u32 len, schema
+ *   DDL, i64 TTL in ms (0: no TTL, -1: not known to this subtask — the
+ *   state was neither declared in its run nor restored)
+ *   (little-endian; DDL as sl_schema_format writes it).  The first
+ *   version, without the magic and the TTL, is read too: typed states had
+ *   no TTL then.
+ *
+ * A typed state with a TTL stores the 8-byte timestamp (ttl.h) in front of
+ * every row; its migration keeps the timestamp and migrates the row after
+ * it (sl_row_migration_set_prefix).  Whether the state has a TTL must not
+ * change between the recording and the restoring job (Flink's
+ * StateMigrationException before 2.2): the operator refuses a declaration
+ * that differs when open declares the state (operator.c), with both
+ * settings; the restore itself uses the recorded setting.
  *
  * A restore compiles, for every typed state of the new job, a migration
  * from the schema the blob recorded (row_migration.h): the JobManager to
@@ -27,8 +39,10 @@
 
 typedef struct sl_state_migrations sl_state_migrations_t;
 
-/* Appends the blob for these states to out. */
-void sl_state_schemas_encode(int n, const char *const *names, sl_schema_t *const *schemas, sl_buf_t *out);
+/* Appends the blob for these states to out; ttls[i] is state i's TTL in
+ * ms (0 none, -1 unknown); ttls NULL: all unknown. */
+void sl_state_schemas_encode(int n, const char *const *names, sl_schema_t *const *schemas, const int64_t *ttls,
+                             sl_buf_t *out);
 
 /* The migrations of operator `uid` (mo: its entry in the restored
  * metadata, NULL when it had none) to the typed states (names, schemas).
@@ -40,6 +54,12 @@ int sl_state_migrations_new(const sl_ckpt_operator_t *mo, const char *uid, int n
                             sl_schema_t *const *schemas, sl_state_migrations_t **out, bool *changed, char *err,
                             size_t errlen);
 void sl_state_migrations_free(sl_state_migrations_t *m);
+/* The TTL (ms; 0 none) that the snapshot recorded for typed state i (the
+ * order given to sl_state_migrations_new), -1 when it recorded none. */
+int64_t sl_state_migrations_ttl(const sl_state_migrations_t *m, int i);
+/* The TTL operator mo recorded for state `name`: 1 with *ttl_ms (0: no
+ * TTL), 0 when it recorded none, SL_EFORMAT when the blob is damaged. */
+int sl_state_ttl_recorded(const sl_ckpt_operator_t *mo, const char *name, int64_t *ttl_ms);
 /* The schema operator mo recorded for state `name`: 1 with *out (a new
  * reference), 0 when it recorded none, SL_EFORMAT when the blob or the
  * DDL is damaged. */

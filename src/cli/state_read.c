@@ -170,8 +170,12 @@ static int state_read(const char *path, const char *uid, const char *only, sl_st
     int nnames = sl_state_entries_nstates(col);
     for (int i = 0; rc == 0 && i < nnames; i++) { /* typed states print their rows' fields */
         sl_schema_t *sch = NULL;
-        if (sl_state_schema_recorded(mo, sl_state_entries_state(col, i), &sch) == 1)
+        int64_t ttl = 0;
+        if (sl_state_schema_recorded(mo, sl_state_entries_state(col, i), &sch) == 1) {
             sl_state_entries_set_schema(col, sl_state_entries_state(col, i), sch);
+            if (sl_state_ttl_recorded(mo, sl_state_entries_state(col, i), &ttl) == 1 && ttl > 0)
+                sl_state_entries_set_ttl(col, sl_state_entries_state(col, i)); /* rows after their timestamp */
+        }
         sl_schema_unref(sch);
     }
     if (rc < 0) {

@@ -66,6 +66,8 @@ void sl_op_base_free(sl_operator_t *op) {
     }
     sl_free(op->typed_names);
     sl_free(op->typed_schemas);
+    sl_free(op->typed_ttl);
+    op->typed_ttl = NULL;
     op->typed_names = NULL;
     op->typed_schemas = NULL;
     op->ntyped = 0;
@@ -263,16 +265,30 @@ sl_state_ttl_t sl_state_ttl(int64_t ttl_ms) { return (sl_state_ttl_t){.ttl_ms = 
 void sl_op_set_state_schemas(sl_operator_t *op, int n, const char *const *names, sl_schema_t *const *schemas) {
     op->typed_names = sl_realloc(op->typed_names, (size_t)(op->ntyped + n + 1) * sizeof *op->typed_names);
     op->typed_schemas = sl_realloc(op->typed_schemas, (size_t)(op->ntyped + n + 1) * sizeof *op->typed_schemas);
+    op->typed_ttl = sl_realloc(op->typed_ttl, (size_t)(op->ntyped + n + 1) * sizeof *op->typed_ttl);
     for (int i = 0; i < n; i++) {
         op->typed_names[op->ntyped] = sl_strdup(names[i]);
+        op->typed_ttl[op->ntyped] = -1;
         op->typed_schemas[op->ntyped++] = sl_schema_ref(schemas[i]);
     }
 }
 
-const sl_schema_t *sl_op_state_schema(const sl_operator_t *op, const char *name) {
+static int typed_index(const sl_operator_t *op, const char *name) {
     for (int i = 0; name && i < op->ntyped; i++)
-        if (strcmp(op->typed_names[i], name) == 0) return op->typed_schemas[i];
-    return NULL;
+        if (strcmp(op->typed_names[i], name) == 0) return i;
+    return -1;
+}
+
+const sl_schema_t *sl_op_state_schema(const sl_operator_t *op, const char *name) {
+    int i = typed_index(op, name);
+    return i < 0 ? NULL : op->typed_schemas[i];
+}
+
+/* "without TTL" / "with a TTL of N ms", for messages. */
+static const char *ttl_setting(int64_t ttl_ms, char *buf, size_t cap) {
+    if (ttl_ms <= 0) return "without TTL";
+    snprintf(buf, cap, "with a TTL of %lld ms", (long long)ttl_ms);
+    return buf;
 }
 
 /* A value written into a typed state must be a row of its schema. */
@@ -295,9 +311,22 @@ static sl_state_t *new_state(sl_rt_t *rt, const char *name, sl_state_kind_t kind
     }
     sl_state_desc_t d = {.name = name, .kind = kind};
     const sl_schema_t *schema = sl_op_state_schema(op, name);
-    if (schema && (ttl || pub_kind > 2)) {
+    if (schema && pub_kind > 2) {
         sl_op_fail(op, SL_EINVAL, "state '%s' has a row schema (sl_keyed_state_schema): a typed state is a value, "
-                   "list or map state without TTL", nm);
+                   "list or map state", nm);
+        return NULL;
+    }
+    int ti = schema ? typed_index(op, name) : -1;
+    int64_t was = ti >= 0 ? __atomic_load_n(&op->typed_ttl[ti], __ATOMIC_RELAXED) : -1;
+    if (was >= 0 && (was > 0) != (ttl && ttl->ttl_ms > 0)) {
+        /* Its stored rows have (or lack) the timestamp prefix: as Flink
+         * (before 2.2) refuses with a StateMigrationException. */
+        char a[64], b2[64];
+        sl_op_fail(op, SL_EINVAL,
+                   "operator '%s', state '%s': restored %s, declared now %s: adding or removing the TTL of a "
+                   "state that a checkpoint holds is not supported (declare it as before)",
+                   op->uid ? op->uid : op->name, nm, ttl_setting(was, a, sizeof a),
+                   ttl_setting(ttl ? ttl->ttl_ms : 0, b2, sizeof b2));
         return NULL;
     }
     if (ttl) {
@@ -327,6 +356,7 @@ static sl_state_t *new_state(sl_rt_t *rt, const char *name, sl_state_kind_t kind
     st->kind = pub_kind;
     st->name = sl_strdup(name);
     st->schema = schema;
+    if (ti >= 0) __atomic_store_n(&op->typed_ttl[ti], ttl ? ttl->ttl_ms : 0, __ATOMIC_RELAXED);
     if (ttl)
         st->ttl = sl_ttl_state_new(name, ttl->ttl_ms, d.ttl_update,
                                    ttl->visibility == SL_TTL_RETURN_EXPIRED_IF_NOT_CLEANED_UP,

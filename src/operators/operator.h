@@ -185,6 +185,11 @@ struct sl_operator {
     int ntyped;
     char **typed_names;
     sl_schema_t **typed_schemas;
+    /* per typed state: the TTL (ms, 0 none) its stored items have, -1 not
+     * known — the restore sets what the snapshot recorded, open's
+     * declaration what it declares (which must agree); the checkpoint
+     * writer reads it (atomic loads and stores) */
+    int64_t *typed_ttl;
 };
 
 /* Gives a keyed operator the row schemas of its typed states (the plan's

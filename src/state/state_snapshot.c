@@ -286,21 +286,36 @@ static int mig_entry(void *c, const uint8_t *key, uint32_t klen, const uint8_t *
 static int mig_item(void *c, const uint8_t *uk, uint32_t uklen, const uint8_t *v, uint32_t vlen) {
     migrate_ctx_t *x = c;
     if (x->kind == SL_STATE_MAP) sl_kbf_bytes(x->out, uk, uklen);
-    if (!x->m || sl_row_migration_identity(x->m)) {
-        if (x->m) { /* same schema: still a row of it */
-            sl_row_t r = {v, vlen, sl_row_migration_to(x->m)};
-            if (sl_row_validate(&r) != 0)
-                return sl_errf(x->err, x->errlen, SL_EFORMAT, "state '%s': a value of %u bytes is not a row of its schema",
-                               x->name, (unsigned)vlen);
-        }
+    if (!x->m) {
+        sl_kbf_bytes(x->out, v, vlen);
+        return 0;
+    }
+    /* A TTL state's item: its timestamp stays as it is, the row after it
+     * is checked or migrated. */
+    uint32_t pre = sl_row_migration_prefix(x->m);
+    if (vlen < pre)
+        return sl_errf(x->err, x->errlen, SL_EFORMAT,
+                       "state '%s': an item of %u bytes is shorter than its %u-byte TTL timestamp", x->name,
+                       (unsigned)vlen, (unsigned)pre);
+    const uint8_t *row = v + pre;
+    uint32_t rlen = vlen - pre;
+    if (sl_row_migration_identity(x->m)) { /* same schema: still a row of it */
+        sl_row_t r = {row, rlen, sl_row_migration_to(x->m)};
+        if (sl_row_validate(&r) != 0)
+            return sl_errf(x->err, x->errlen, SL_EFORMAT, "state '%s': a value of %u bytes is not a row of its schema",
+                           x->name, (unsigned)rlen);
         sl_kbf_bytes(x->out, v, vlen);
         return 0;
     }
     char why[700];
-    int rc = sl_row_migrate(x->m, v, vlen, &x->w, why, sizeof why);
+    int rc = sl_row_migrate(x->m, row, rlen, &x->w, why, sizeof why);
     if (rc) return sl_errf(x->err, x->errlen, rc, "state '%s': %s", x->name, why);
     sl_row_t r = sl_rw_row(&x->w);
-    sl_kbf_bytes(x->out, r.data, r.len);
+    if (r.len > UINT32_MAX - pre)
+        return sl_errf(x->err, x->errlen, SL_EFORMAT, "state '%s': a migrated row is too long", x->name);
+    sl_kbf_varint(x->out, (uint64_t)pre + r.len);
+    sl_buf_append(x->out, v, pre);
+    sl_buf_append(x->out, r.data, r.len);
     return 0;
 }
 

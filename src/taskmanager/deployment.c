@@ -487,6 +487,14 @@ static int write_keyed(sl_deployment_t *dep, sl_ckpt_task_snap_t *snap, int k, c
     return sl_sf_writer_close(w, info, err, errlen);
 }
 
+/* The TTL of each typed state of op (ms, 0 none, -1 unknown) as its
+ * stored items have it (operator.h, typed_ttl).  A new array (sl_free). */
+static int64_t *typed_ttls(const sl_operator_t *op) {
+    int64_t *t = sl_malloc((size_t)op->ntyped * sizeof *t);
+    for (int i = 0; i < op->ntyped; i++) t[i] = __atomic_load_n(&op->typed_ttl[i], __ATOMIC_RELAXED);
+    return t;
+}
+
 /* The asynchronous phase of one task's snapshot: write its state files,
  * then acknowledge with their handles (or decline). */
 static void persist(sl_deployment_t *dep, sl_ckpt_task_snap_t *snap) {
@@ -553,10 +561,12 @@ static void persist(sl_deployment_t *dep, sl_ckpt_task_snap_t *snap) {
             }
             if (snap->times && snap->times[k].len)
                 sl_ckpt_subtask_add_blob(st, "event-time", SL_CKPT_DIST_SPLIT, snap->times[k].p, snap->times[k].len);
-            if (t->ops[k]->ntyped) { /* the row schemas of its typed states */
+            if (t->ops[k]->ntyped) { /* the row schemas of its typed states, and their TTLs */
                 sl_buf_t sb = {0};
+                int64_t *ttls = typed_ttls(t->ops[k]);
                 sl_state_schemas_encode(t->ops[k]->ntyped, (const char *const *)t->ops[k]->typed_names,
-                                        t->ops[k]->typed_schemas, &sb);
+                                        t->ops[k]->typed_schemas, ttls, &sb);
+                sl_free(ttls);
                 sl_ckpt_subtask_add_blob(st, SL_STATE_SCHEMAS_BLOB, SL_CKPT_DIST_SPLIT, sb.p, sb.len);
                 sl_buf_free(&sb);
             }
@@ -658,6 +668,8 @@ static int restore_keyed(sl_deployment_t *dep, sl_operator_t *op, const char *ui
     int mrc = sl_state_migrations_new(mo, uid, op->ntyped, (const char *const *)op->typed_names, op->typed_schemas,
                                       &mig, &changed, err, errlen);
     if (mrc < 0) return mrc;
+    for (int i = 0; i < op->ntyped; i++) /* what open's declarations must match (TTL or not) */
+        __atomic_store_n(&op->typed_ttl[i], sl_state_migrations_ttl(mig, i), __ATOMIC_RELAXED);
     if (changed && sl_native_present(mo)) {
         sl_state_migrations_free(mig);
         return sl_errf(err, errlen, SL_EINVAL,

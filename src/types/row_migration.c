@@ -16,6 +16,7 @@ struct sl_row_migration {
     int *src;               /* per field of `to`: field of `from`, or -1 */
     fmove_t *move;
     bool identity;
+    uint32_t prefix;        /* bytes in front of every stored row, kept as they are */
 };
 
 static bool widens(sl_type_t a, sl_type_t b, fmove_t *mv) {
@@ -82,6 +83,8 @@ void sl_row_migration_free(sl_row_migration_t *m) {
 
 bool sl_row_migration_identity(const sl_row_migration_t *m) { return m->identity; }
 const sl_schema_t *sl_row_migration_to(const sl_row_migration_t *m) { return m->to; }
+void sl_row_migration_set_prefix(sl_row_migration_t *m, uint32_t bytes) { m->prefix = bytes; }
+uint32_t sl_row_migration_prefix(const sl_row_migration_t *m) { return m->prefix; }
 
 int sl_row_migrate(const sl_row_migration_t *m, const uint8_t *p, uint32_t len, sl_row_writer_t *w, char *err,
                    size_t cap) {

@@ -35,6 +35,13 @@ void sl_row_migration_free(sl_row_migration_t *m);
  * and nullability in the same order). */
 bool sl_row_migration_identity(const sl_row_migration_t *m);
 const sl_schema_t *sl_row_migration_to(const sl_row_migration_t *m);
+/* Every stored item starts with `bytes` bytes that are not part of the row
+ * (a TTL state's 8-byte timestamp, ttl.h): a migration of the block keeps
+ * them as they are and migrates (or, for an identity, checks) only the row
+ * after them.  0 (the default): the item is the row.  Before the
+ * migration is used. */
+void sl_row_migration_set_prefix(sl_row_migration_t *m, uint32_t bytes);
+uint32_t sl_row_migration_prefix(const sl_row_migration_t *m);
 /* Rewrites one row of `from` (validated first) into w as a row of `to`.
  * 0, or SL_EFORMAT when the bytes are not a row of `from` (err says why). */
 int sl_row_migrate(const sl_row_migration_t *m, const uint8_t *p, uint32_t len, sl_row_writer_t *w, char *err,
