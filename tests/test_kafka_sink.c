@@ -3,7 +3,8 @@
  * read_committed consumer every record once and nothing before a
  * checkpoint that covers it completed; lingering transactions of an earlier
  * run are aborted at start; a fenced producer fails the job loudly; bad
- * transaction timeouts are refused with a clear message. */
+ * transaction timeouts are refused with a clear message; the sink's
+ * subtasks of one run in two processes never fence each other. */
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -300,6 +301,91 @@ TEST(fenced_producer_fails_the_job) {
     rd_kafka_destroy(usurper);
 }
 
+/* The sink's subtasks of one run in two TaskManagers: each process has its
+ * own sink instance, runs recover and opens its own writers — the second
+ * one while the first one's writer already commits.  Nothing the second
+ * process does may fence the first one's live writer (the contract of
+ * sl_sink_ops_t.recover); an earlier run's writers (ids -0 and -1, with
+ * commit markers) and an id of a subtask that no longer exists (-2, with
+ * a transaction left open) are settled, and every record is committed
+ * exactly once. */
+static int w_put(const sl_sink_t *s, void *w, const sl_schema_t *sch, int64_t id, char *err, size_t el) {
+    sl_row_writer_t rw;
+    sl_rw_init(&rw);
+    sl_rw_begin(&rw, sch);
+    sl_rw_set_i64(&rw, 0, id);
+    sl_rw_set_i64(&rw, 1, 0);
+    sl_record_t rec = {sl_rw_row(&rw), SL_NO_TIMESTAMP};
+    int rc = s->ops->write(w, &rec, err, el);
+    sl_rw_free(&rw);
+    return rc;
+}
+static int w_checkpoint(const sl_sink_t *s, void *w, int64_t ck, char *err, size_t el) {
+    int rc = s->ops->pre_commit(w, ck, err, el);
+    return rc ? rc : s->ops->commit(w, ck, err, el);
+}
+
+TEST(two_processes_do_not_fence_each_other) {
+    const char *topic = kt_name("sink-two-tms");
+    const char *prefix = kt_name("eo-two-tms");
+    CHECK_EQ(kt_create_topic(topic, 2), 0);
+    sl_kafka_sink_opts_t o = sink_opts(topic, SL_DELIVERY_EXACTLY_ONCE, prefix, 100);
+    sl_schema_t *sch = sl_schema_parse("id BIGINT NOT NULL, ts BIGINT NOT NULL", NULL, 0);
+    char err[1024] = "";
+    int64_t next = 0;
+    /* an earlier run at parallelism 3: its writers committed checkpoint 1;
+     * writer 2 then opened a transaction that a crash left open */
+    sl_sink_t old = sl_kafka_sink(&o);
+    CHECK_EQ(old.ops->recover(old.ctx, 0, err, sizeof err), 0);
+    void *ow[3];
+    for (int i = 0; i < 3; i++) CHECK_EQ(old.ops->open(old.ctx, i, 3, sch, &ow[i], err, sizeof err), 0);
+    for (int i = 0; i < 3; i++) CHECK_EQ(w_put(&old, ow[i], sch, next++, err, sizeof err), 0);
+    for (int i = 0; i < 3; i++) CHECK_EQ(w_checkpoint(&old, ow[i], 1, err, sizeof err), 0);
+    char zid[300];
+    snprintf(zid, sizeof zid, "%s-2", prefix);
+    rd_kafka_conf_t *zc = rd_kafka_conf_new();
+    rd_kafka_conf_set(zc, "bootstrap.servers", kt_bootstrap(), err, sizeof err);
+    rd_kafka_conf_set(zc, "transactional.id", zid, err, sizeof err);
+    rd_kafka_conf_set(zc, "transaction.timeout.ms", "600000", err, sizeof err);
+    rd_kafka_t *zombie = rd_kafka_new(RD_KAFKA_PRODUCER, zc, err, sizeof err);
+    CHECK(rd_kafka_init_transactions(zombie, 30000) == NULL); /* fences old writer 2 */
+    CHECK(rd_kafka_begin_transaction(zombie) == NULL);
+    const char *ghost = "{\"id\": -7, \"ts\": 0}";
+    CHECK_EQ(kt_send(zombie, topic, 0, NULL, ghost, strlen(ghost), 0), 0);
+    for (int i = 0; i < 300 && rd_kafka_outq_len(zombie) > 0; i++) rd_kafka_flush(zombie, 100);
+    for (int i = 0; i < 2; i++) old.ops->close(ow[i]);
+    old.ops->close(ow[2]);
+    old.ops->destroy(old.ctx);
+    /* this run, at parallelism 2, restored from checkpoint 1: "TaskManager A"
+     * runs subtask 0 and commits before "TaskManager B" deploys subtask 1 */
+    sl_sink_t a = sl_kafka_sink(&o), b = sl_kafka_sink(&o);
+    void *wa, *wb;
+    CHECK_EQ(a.ops->recover(a.ctx, 1, err, sizeof err), 0);
+    CHECK_EQ(a.ops->open(a.ctx, 0, 2, sch, &wa, err, sizeof err), 0);
+    CHECK_EQ(a.ops->restore(wa, NULL, 0, err, sizeof err), 0);
+    CHECK_EQ(w_put(&a, wa, sch, next++, err, sizeof err), 0);
+    CHECK_EQ(w_checkpoint(&a, wa, 2, err, sizeof err), 0);
+    CHECK_EQ(b.ops->recover(b.ctx, 1, err, sizeof err), 0);
+    CHECK_EQ(b.ops->open(b.ctx, 1, 2, sch, &wb, err, sizeof err), 0);
+    CHECK_EQ(b.ops->restore(wb, NULL, 0, err, sizeof err), 0);
+    for (int ck = 3; ck < 6; ck++) { /* both go on; A's writer was not fenced */
+        CHECK_EQ(w_put(&a, wa, sch, next++, err, sizeof err), 0);
+        int rc = w_checkpoint(&a, wa, ck, err, sizeof err);
+        if (rc) fprintf(stderr, "  A: %s\n", err);
+        CHECK_EQ(rc, 0);
+        CHECK_EQ(w_put(&b, wb, sch, next++, err, sizeof err), 0);
+        CHECK_EQ(w_checkpoint(&b, wb, ck, err, sizeof err), 0);
+    }
+    a.ops->close(wa), b.ops->close(wb);
+    a.ops->destroy(a.ctx), b.ops->destroy(b.ctx);
+    kt_recs_t rs = {0};
+    CHECK_EQ(kt_read_all(topic, true, 30000, &rs), 0); /* the zombie's open transaction was aborted */
+    CHECK(exactly_once(&rs, next));
+    kt_recs_free(&rs);
+    rd_kafka_destroy(zombie);
+    sl_schema_unref(sch);
+}
+
 /* transaction.timeout.ms below twice the checkpoint interval, or above the
  * broker's transaction.max.timeout.ms (900000, set by scripts/kafka.sh), is
  * refused before anything runs. */
@@ -340,5 +426,6 @@ int main(void) {
     RUN(exactly_once_visible_only_after_checkpoint);
     RUN(lingering_transaction_aborted_on_start);
     RUN(fenced_producer_fails_the_job);
+    RUN(two_processes_do_not_fence_each_other);
     TEST_MAIN_END();
 }

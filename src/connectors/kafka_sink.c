@@ -28,12 +28,22 @@
  * epoch >= e".  The marker topic is compacted by key: only the newest marker
  * per incarnation needs to stay.
  *
- * Recovery (recover, once per run, before any writer opens): every
- * transactional.id that ever wrote a marker of this prefix — any
- * transaction starts with its marker, so read_uncommitted finds even one
- * left open by a crash — is initialised once more, which fences the old
- * producer and aborts (or completes) its transaction; then the markers are
- * read with read_committed.  restore gives each writer its share of the
+ * Recovery.  recover runs once per process before that process's writers
+ * open — on a cluster once per TaskManager, possibly while another
+ * TaskManager's writers of the same run already commit — so it fences
+ * nothing itself: it collects (read_uncommitted: any transaction starts
+ * with its marker, so even one left open by a crash shows) every
+ * transactional.id that ever wrote a marker of this prefix.  Each writer,
+ * as it opens, settles the ids it owns: its own ("<prefix>-<subtask>",
+ * initialised by its producer, which fences the old one and aborts or
+ * completes its transaction) and those of subtasks that no longer exist
+ * ("<prefix>-<n>", n >= parallelism, owned by writer n % parallelism;
+ * an id of any other shape by writer 0), each initialised once more.  No
+ * writer of a run ever initialises an id another writer of the run uses.
+ * Then the first writer of the process to get there reads the markers
+ * with read_committed; the read waits (at most KK_SCAN_MS) until every
+ * transaction left open before it was settled, by whichever process owns
+ * its id.  restore gives each writer its share of the
  * restored checkpoint's pending epochs; those whose marker is missing are
  * re-sent in one transaction per old incarnation, with that incarnation's
  * marker, before the writer takes any new record.  A crash between the
@@ -56,9 +66,11 @@
  *
  * Threads: a writer runs on its sink task's thread (delivery callbacks
  * too: they are served by rd_kafka_poll/flush there); recover runs on the
- * job's thread before any writer exists.
+ * job's thread before any writer of the process exists; writers open on
+ * their own threads at once and share the marker read (marks_mu).
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -87,9 +99,17 @@ typedef struct kk_ctx {
     char **props;
     char opt_err[512];
     /* filled by recover before any writer opens, read-only afterwards */
+    char **ids; /* every transactional.id that wrote a marker of this prefix */
+    int nids;
+    bool recovered;
+    /* the committed markers: read once, by the first writer that opens
+     * after settling its ids (under marks_mu) */
+    pthread_mutex_t marks_mu;
+    bool marks_read;
+    int marks_rc;
+    char marks_err[560];
     kk_mark_t *marks;
     int nmarks;
-    bool recovered;
 } kk_ctx_t;
 
 typedef struct kk_epoch {
@@ -350,12 +370,16 @@ static int fence(kk_ctx_t *ctx, const char *id, char *err, size_t errlen) {
     return rc;
 }
 
+static void free_ids(kk_ctx_t *ctx);
+
 static int kk_recover(void *vctx, int64_t restored_id, char *err, size_t errlen) {
     kk_ctx_t *ctx = vctx;
     ctx->recovered = false;
+    free_ids(ctx);
     sl_free(ctx->marks);
     ctx->marks = NULL;
     ctx->nmarks = 0;
+    ctx->marks_read = false;
     if (ctx->opt_err[0]) return sl_errf(err, errlen, SL_EINVAL, "%s", ctx->opt_err);
     if (ctx->delivery != SL_DELIVERY_EXACTLY_ONCE) return 0;
     const char *defaults[] = {"client.id", "sluice-sink-admin", NULL};
@@ -384,22 +408,67 @@ static int kk_recover(void *vctx, int64_t restored_id, char *err, size_t errlen)
                            sizeof serr);
         if (rc) sl_errf(err, errlen, rc, "kafka sink: reading the commit markers: %s", serr);
     }
-    for (int i = 0; !rc && i < s.n; i++) rc = fence(ctx, s.ids[i], err, errlen);
-    if (!rc) {
-        rc = sl_kafka_scan(ctx->bootstrap, ctx->props, ctx->marker_topic, true, collect_marks, &s, KK_SCAN_MS, serr,
-                           sizeof serr);
-        if (rc) sl_errf(err, errlen, rc, "kafka sink: reading the commit markers: %s", serr);
-    }
-    for (int i = 0; i < s.n; i++) sl_free(s.ids[i]);
-    sl_free(s.ids);
     if (rc) {
-        sl_free(s.marks);
+        for (int i = 0; i < s.n; i++) sl_free(s.ids[i]);
+        sl_free(s.ids);
         return rc;
     }
-    ctx->marks = s.marks;
-    ctx->nmarks = s.nmarks;
+    ctx->ids = s.ids;
+    ctx->nids = s.n;
     ctx->recovered = true;
     return 0;
+}
+
+static void free_ids(kk_ctx_t *ctx) {
+    for (int i = 0; i < ctx->nids; i++) sl_free(ctx->ids[i]);
+    sl_free(ctx->ids);
+    ctx->ids = NULL;
+    ctx->nids = 0;
+}
+
+/* Which writer settles transactional.id `id` at `parallelism`: n for
+ * "<prefix>-<n>" (n % parallelism when that subtask no longer exists),
+ * 0 for an id of another shape. */
+static int id_owner(const kk_ctx_t *ctx, const char *id, int parallelism) {
+    size_t pl = strlen(ctx->prefix);
+    if (strncmp(id, ctx->prefix, pl) || id[pl] != '-' || !id[pl + 1]) return 0;
+    char *end;
+    long long n = strtoll(id + pl + 1, &end, 10);
+    if (*end || n < 0) return 0;
+    return (int)(n % parallelism);
+}
+
+/* Writer w, opening: initialises once more every recovered id it owns
+ * but does not use itself (its own is initialised by its producer). */
+static int settle_owned_ids(kk_writer_t *w, char *err, size_t errlen) {
+    kk_ctx_t *ctx = w->ctx;
+    int rc = 0;
+    for (int i = 0; i < ctx->nids && !rc; i++)
+        if (strcmp(ctx->ids[i], w->txn_id) && id_owner(ctx, ctx->ids[i], w->parallelism) == w->subtask)
+            rc = fence(ctx, ctx->ids[i], err, errlen);
+    return rc;
+}
+
+/* The committed markers, read once per process (the first writer to get
+ * here reads them; the others wait for it and share its result). */
+static int read_marks(kk_ctx_t *ctx, char *err, size_t errlen) {
+    pthread_mutex_lock(&ctx->marks_mu);
+    if (!ctx->marks_read) {
+        scan_ids_t s = {ctx, NULL, 0, NULL, 0};
+        char serr[512];
+        serr[0] = 0;
+        ctx->marks_rc = sl_kafka_scan(ctx->bootstrap, ctx->props, ctx->marker_topic, true, collect_marks, &s,
+                                      KK_SCAN_MS, serr, sizeof serr);
+        if (ctx->marks_rc)
+            snprintf(ctx->marks_err, sizeof ctx->marks_err, "kafka sink: reading the commit markers: %s", serr);
+        ctx->marks = s.marks;
+        ctx->nmarks = s.nmarks;
+        ctx->marks_read = true;
+    }
+    int rc = ctx->marks_rc;
+    if (rc) sl_errf(err, errlen, rc, "%s", ctx->marks_err);
+    pthread_mutex_unlock(&ctx->marks_mu);
+    return rc;
 }
 
 static bool committed(const kk_ctx_t *ctx, uint64_t inc, int64_t epoch) {
@@ -486,11 +555,13 @@ static int kk_open(void *vctx, int subtask, int parallelism, const sl_schema_t *
         w->rkt = rd_kafka_topic_new(w->rk, ctx->topic, NULL);
         if (eo) w->mkt = rd_kafka_topic_new(w->rk, ctx->marker_topic, NULL);
     }
+    if (!rc && eo && ctx->recovered) rc = settle_owned_ids(w, err, errlen);
     if (!rc && eo) {
         /* fences the previous producer of this id; aborts what it left open */
         rd_kafka_error_t *e = rd_kafka_init_transactions(w->rk, KK_TXN_CALL_MS);
         if (e) rc = txn_error(w, e, "initialising transactions", err, errlen);
     }
+    if (!rc && eo && ctx->recovered) rc = read_marks(ctx, err, errlen);
     if (rc) {
         kk_close(w);
         return rc;
@@ -785,7 +856,9 @@ static void kk_destroy(void *vctx) {
     sl_free(ctx->prefix);
     sl_free(ctx->marker_topic);
     sl_kafka_props_free(ctx->props);
+    free_ids(ctx);
     sl_free(ctx->marks);
+    pthread_mutex_destroy(&ctx->marks_mu);
     sl_free(ctx);
 }
 
@@ -813,6 +886,7 @@ sl_kafka_sink_opts_t sl_kafka_sink_defaults(void) {
 
 sl_sink_t sl_kafka_sink(const sl_kafka_sink_opts_t *o) {
     kk_ctx_t *ctx = sl_calloc(1, sizeof *ctx);
+    pthread_mutex_init(&ctx->marks_mu, NULL);
     sl_kafka_sink_opts_t d = sl_kafka_sink_defaults();
     if (!o) o = &d;
     ctx->bootstrap = sl_strdup(o->bootstrap_servers ? o->bootstrap_servers : "");
