@@ -218,6 +218,7 @@ static int take_stop_savepoint(const char *name, int64_t G, char *sp, size_t cap
     char spdir[700];
     snprintf(spdir, sizeof spdir, "%s/%s", sl_test_tmpdir(), name);
     if (rc == 0) rc = sl_env_stop_with_savepoint(env, spdir, false, sp, cap);
+    if (rc) fprintf(stderr, "  %s: stop-with-savepoint: %s\n", name, sl_env_error(env));
     if (rc) sl_env_cancel(env);
     finish(&r);
     sl_env_destroy(env);

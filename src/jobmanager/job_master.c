@@ -102,6 +102,8 @@ struct sl_job_master {
     sl_jm_ha_t ha;
     bool has_ha;
     bool suspended;             /* sl_jm_suspend: this JobManager stopped leading (under mu) */
+    bool deploying;             /* between an attempt's DEPLOYs and its RUNNING (under mu): its tasks may
+                                 * already run; a savepoint asked for then waits for RUNNING */
 };
 
 /* sp_mu held. */
@@ -131,6 +133,7 @@ static void refresh_tms(sl_job_master_t *jm);
 static void set_status(sl_job_master_t *jm, const char *st) {
     pthread_mutex_lock(&jm->mu);
     jm->status = st;
+    jm->deploying = false;
     pthread_mutex_unlock(&jm->mu);
 }
 
@@ -778,6 +781,9 @@ static int run_attempt(sl_job_master_t *jm, sl_job_result_t *res) {
         note_attempt_start(jm);
         pthread_mutex_unlock(&jm->coord_mu);
     }
+    pthread_mutex_lock(&jm->mu);
+    jm->deploying = true;
+    pthread_mutex_unlock(&jm->mu);
     deploy(jm);
     set_status(jm, "RUNNING");
     pthread_mutex_lock(&jm->mu);
@@ -1188,6 +1194,16 @@ int sl_jm_savepoint(sl_job_master_t *jm, const char *dir, int kind, int64_t *id,
         return sl_errf(err, errlen, SL_ESTATE,
                        "savepoint: job '%s' has no execution.checkpointing.dir, where its savepoints are staged",
                        p->job_name);
+    /* an attempt whose tasks are being deployed (and may already run) is
+     * RUNNING in a moment: wait for that rather than refuse (at most 5 s) */
+    pthread_mutex_lock(&jm->mu);
+    for (int i = 0; jm->deploying && i < 5000; i++) {
+        pthread_mutex_unlock(&jm->mu);
+        struct timespec ts = {0, 1000000L};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&jm->mu);
+    }
+    pthread_mutex_unlock(&jm->mu);
     pthread_mutex_lock(&jm->sp_trigger_mu);
     pthread_mutex_lock(&jm->coord_mu);
     int rc = 0;
