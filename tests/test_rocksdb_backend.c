@@ -1144,7 +1144,7 @@ static void e_bytes(sl_buf_t *b, const void *p, uint32_t n) {
 static void e_u8(sl_buf_t *b, uint8_t v) { sl_buf_append(b, &v, 1); }
 static void e_head(sl_buf_t *b, int maxp, int kg, int nstates) {
     sl_buf_append(b, "SLKS", 4);
-    e_u8(b, 1);
+    e_u8(b, SL_KB_FORMAT_VERSION);
     e_varint(b, (uint64_t)maxp);
     e_varint(b, (uint64_t)kg);
     e_varint(b, (uint64_t)nstates);
@@ -1793,7 +1793,7 @@ static void ttl_expect(sl_buf_t *out, int maxp, int kg, char keys[][16], int nk,
     uint8_t buf[64];
     /* "l": key i holds the three elements in insertion order */
     e_bytes(out, "l", 1);
-    e_u8(out, SL_STATE_LIST);
+    e_u8(out, SL_STATE_LIST | SL_KBF_TTL);
     e_varint(out, (uint64_t)nk); /* the 5000 element keeps every list alive */
     for (int a = 0; a < nk; a++) {
         e_bytes(out, keys[idx[a]], (uint32_t)strlen(keys[idx[a]]));
@@ -1807,7 +1807,7 @@ static void ttl_expect(sl_buf_t *out, int maxp, int kg, char keys[][16], int nk,
     }
     /* "m": user keys "a" (1000), "b" (1050), "c" (5000) */
     e_bytes(out, "m", 1);
-    e_u8(out, SL_STATE_MAP);
+    e_u8(out, SL_STATE_MAP | SL_KBF_TTL);
     e_varint(out, (uint64_t)nk);
     for (int a = 0; a < nk; a++) {
         e_bytes(out, keys[idx[a]], (uint32_t)strlen(keys[idx[a]]));
@@ -1833,7 +1833,7 @@ static void ttl_expect(sl_buf_t *out, int maxp, int kg, char keys[][16], int nk,
     }
     /* "v": key i's value has timestamp tstamps[i % 3] */
     e_bytes(out, "v", 1);
-    e_u8(out, SL_STATE_VALUE);
+    e_u8(out, SL_STATE_VALUE | SL_KBF_TTL);
     int n = 0;
     for (int a = 0; a < nk; a++) n += tstamps[idx[a] % 3] + 100 > now;
     e_varint(out, (uint64_t)n);
@@ -1957,8 +1957,8 @@ TEST(ttl_snapshot_and_compaction) {
     CHECK_EQ(OPS(r)->snapshot(r, &s3), 0);
     want.len = 0;
     e_head(&want, MAXP, KG, 4);
-    e_bytes(&want, "l", 1), e_u8(&want, SL_STATE_LIST), e_varint(&want, 0);
-    e_bytes(&want, "m", 1), e_u8(&want, SL_STATE_MAP), e_varint(&want, 0);
+    e_bytes(&want, "l", 1), e_u8(&want, SL_STATE_LIST | SL_KBF_TTL), e_varint(&want, 0);
+    e_bytes(&want, "m", 1), e_u8(&want, SL_STATE_MAP | SL_KBF_TTL), e_varint(&want, 0);
     e_bytes(&want, "plain", 5), e_u8(&want, SL_STATE_VALUE), e_varint(&want, NK);
     int idx[NK];
     for (int i = 0; i < NK; i++) idx[i] = i;
@@ -1974,7 +1974,7 @@ TEST(ttl_snapshot_and_compaction) {
         e_bytes(&want, "", 0);
         e_bytes(&want, buf, ttl_val(buf, 1, "old"));
     }
-    e_bytes(&want, "v", 1), e_u8(&want, SL_STATE_VALUE), e_varint(&want, 0);
+    e_bytes(&want, "v", 1), e_u8(&want, SL_STATE_VALUE | SL_KBF_TTL), e_varint(&want, 0);
     e_sum(&want);
     CHECK(block_is(s3, KG, &want));
     sl_kb_snapshot_release(s3);

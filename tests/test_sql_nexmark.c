@@ -1,6 +1,6 @@
 /*
  * test_sql_nexmark.c — the official Nexmark SQL queries (nexmark-flink's
- * q0, q1, q2, q15, q16, q17, q21, q22 — q5 and q11 refused by name — and its
+ * q0, q1, q2, q11, q15, q16, q17, q21, q22 — q5 refused by name — and its
  * ddl_gen.sql / ddl_views.sql, unchanged, in
  * tests/data/sql/nexmark/) through sluice's SQL path: Flink's planner
  * compiles them (sql/compiler's jar), sluice runs the plan, and the rows
@@ -13,7 +13,7 @@
  * state backend at random; and one such job is checkpointed, failed,
  * restored at another parallelism into a transactional sink, and the
  * committed changelog gives the same final table.  SLUICE_SQL_AGG_ONLY=1
- * (or =restore, =retract) runs only the aggregate tests.
+ * (or =restore, =retract; =window: q11 and q5) runs only those tests.
  * Event counts, rates and parallelism are
  * drawn at random.  Also the CLI: `sluice sql -f`, `sluice sql --compile`
  * + `sluice run PLAN.json`, syntax and validation errors reported with the
@@ -274,13 +274,16 @@ TEST(agg_over_agg_retract) { CHECK(check_query_k("agg_retract", 1)); }
 /* No GROUP BY: a SINGLETON exchange, one group (tests/data/sql/agg_global.sql). */
 TEST(agg_global_singleton) { CHECK(check_query_k("agg_global", 0)); }
 
-/* Window aggregates are not run yet: q5 (HOP + a join on windows) and q11 (SESSION) are refused
- * before a job exists, naming the node and the statement's line. */
+/* Session windows (GROUP BY SESSION(...), the legacy group window aggregate): bids per session. */
+TEST(q11_user_sessions) { CHECK(check_query("q11")); }
+
+/* The window join is not run yet: q5 (HOP windows, an aggregate over them, a join on windows) is
+ * refused before a job exists, naming the node and the statement's line. */
 TEST(window_queries_refused_by_name) {
-    const char *q[] = {"q5", "q11"};
-    const char *node[] = {"stream-exec-local-window-aggregate", "stream-exec-group-window-aggregate"};
-    const char *line[] = {"q5.sql:", "q11.sql:"};
-    for (int i = 0; i < 2; i++) {
+    const char *q[] = {"q5"};
+    const char *node[] = {"stream-exec-window-join"};
+    const char *line[] = {"q5.sql:"};
+    for (int i = 0; i < 1; i++) {
         char args[4096], plan[700], cmd[9000], err[2048];
         query_args(q[i], 1000, 1000, args, sizeof args);
         snprintf(plan, sizeof plan, "%s/%s.plan.json", sl_test_tmpdir(), q[i]);
@@ -598,6 +601,11 @@ int main(void) {
         RUN(sql_aggregate_restore);
         TEST_MAIN_END();
     }
+    if (only && !strcmp(only, "window")) {
+        RUN(q11_user_sessions);
+        RUN(window_queries_refused_by_name);
+        TEST_MAIN_END();
+    }
     if (only && !strcmp(only, "retract")) {
         RUN(agg_global_singleton);
         RUN(window_queries_refused_by_name);
@@ -625,6 +633,7 @@ int main(void) {
     RUN(q17_auction_stats);
     RUN(agg_over_agg_retract);
     RUN(agg_global_singleton);
+    RUN(q11_user_sessions);
     RUN(window_queries_refused_by_name);
     RUN(sql_aggregate_restore);
     RUN(cli_sql_and_run_plan);

@@ -2,6 +2,9 @@
  * test_sql_plan.c — the compiled-plan parser (src/sql/sql_plan.c) without a
  * JVM, on plans Flink's planner compiled (tests/data/sql/plans/, from the
  * Nexmark q1, q17 and q21 scripts and agg_retract.sql by sql/compiler's jar):
+ *   - window aggregates (q11.plan.json, win_hop.plan.json, win_attached.plan.json)
+ *     parse; a window offset, the SESSION TVF, processing time, early firing,
+ *     row-count windows, an unsupported aggregate are refused by name;
  *   - every unsupported part is refused by name before a job exists: a node
  *     type, a node version, a function, a UDF, a type, a source or sink
  *     connector, a connector option, a changelog mode, the Flink version;
@@ -91,8 +94,9 @@ static json_t *find_call(json_t *j, const char *name) {
 }
 
 TEST(valid_plans_parse) {
-    const char *names[] = {"q1.plan.json", "q21.plan.json", "q17.plan.json", "agg_retract.plan.json"};
-    for (int i = 0; i < 4; i++) {
+    const char *names[] = {"q1.plan.json",  "q21.plan.json",     "q17.plan.json",         "agg_retract.plan.json",
+                           "q11.plan.json", "win_hop.plan.json", "win_attached.plan.json"};
+    for (int i = 0; i < 7; i++) {
         json_t *j = load(names[i]);
         CHECK(j != NULL);
         const char *e = try_parse(j);
@@ -112,9 +116,9 @@ TEST(unsupported_refused_by_name) {
     const char *e;
 
     j = json_deep_copy(base); /* a node type */
-    json_object_set_new(node_of_type(j, "stream-exec-calc"), "type", json_string("stream-exec-window-aggregate_1"));
+    json_object_set_new(node_of_type(j, "stream-exec-calc"), "type", json_string("stream-exec-window-join_1"));
     e = try_parse(j);
-    CHECK_CONTAINS(e, "stream-exec-window-aggregate");
+    CHECK_CONTAINS(e, "stream-exec-window-join");
     CHECK_CONTAINS(e, "not supported");
     CHECK_CONTAINS(e, "q21.sql:18"); /* the statement */
     json_decref(j);
@@ -249,7 +253,7 @@ TEST(unsupported_refused_by_name) {
     }
     e = try_parse(j);
     CHECK_CONTAINS(e, "HASH exchange");
-    CHECK_CONTAINS(e, "only into group aggregates");
+    CHECK_CONTAINS(e, "only into group and window aggregates");
     json_decref(j);
 
     j = json_deep_copy(base); /* an updating input into a node that takes none: UNION ALL of the aggregate */
@@ -327,10 +331,92 @@ static void parse_and_build(const char *text, size_t len, long *refused, long *a
     sl_sql_plan_free(p);
 }
 
+/* Window aggregates (q11.plan.json: GROUP BY SESSION; win_hop.plan.json: HOP, two phases): what
+ * sluice does not run is refused naming the node and the statement's line. */
+static json_t *window_spec(json_t *plan) { /* the local window aggregate's "windowing" */
+    return json_object_get(node_of_type(plan, "stream-exec-local-window-aggregate"), "windowing");
+}
+
+TEST(window_unsupported_refused_by_name) {
+    json_t *base = load("win_hop.plan.json");
+    CHECK(base != NULL);
+    json_t *j;
+    const char *e;
+
+    j = json_deep_copy(base); /* a window offset */
+    json_object_set_new(json_object_get(window_spec(j), "window"), "offset", json_string("PT1S"));
+    e = try_parse(j);
+    CHECK_CONTAINS(e, "stream-exec-global-window-aggregate_1");
+    CHECK_CONTAINS(e, "window offset (PT1S) is not supported");
+    CHECK_CONTAINS(e, "win_hop.sql:14");
+    json_decref(j);
+
+    j = json_deep_copy(base); /* the SESSION window TVF */
+    json_object_set_new(json_object_get(window_spec(j), "window"), "type", json_string("SessionWindow"));
+    e = try_parse(j);
+    CHECK_CONTAINS(e, "SESSION window table function is not supported");
+    CHECK_CONTAINS(e, "win_hop.sql:14");
+    json_decref(j);
+
+    j = json_deep_copy(base); /* processing time */
+    json_object_set_new(window_spec(j), "isRowtime", json_false());
+    e = try_parse(j);
+    CHECK_CONTAINS(e, "processing-time windows are not supported");
+    CHECK_CONTAINS(e, "win_hop.sql:14");
+    json_decref(j);
+
+    j = json_deep_copy(base); /* a CUMULATE whose size is not a multiple of its step */
+    json_object_set_new(window_spec(j), "window", json_pack("{s:s, s:s, s:s}", "type", "CumulativeWindow", "maxSize",
+                                                            "PT10S", "step", "PT3S"));
+    CHECK_CONTAINS(try_parse(j), "max size is not a multiple of its step");
+    json_decref(j);
+
+    j = json_deep_copy(base); /* an aggregate sluice does not run */
+    json_object_set_new(find_call(node_of_type(j, "stream-exec-local-window-aggregate"), "$MAX$1"), "internalName",
+                        json_string("$FIRST_VALUE$1"));
+    e = try_parse(j);
+    CHECK_CONTAINS(e, "aggregate function $FIRST_VALUE$1 is not supported");
+    CHECK_CONTAINS(e, "win_hop.sql:14");
+    json_decref(j);
+
+    j = json_deep_copy(base); /* a global aggregate without its local one */
+    json_object_set_new(node_of_type(j, "stream-exec-local-window-aggregate"), "type", json_string("stream-exec-calc_1"));
+    CHECK(try_parse(j)[0] != 0);
+    json_decref(j);
+    json_decref(base);
+
+    base = load("q11.plan.json");
+    CHECK(base != NULL);
+    j = json_deep_copy(base); /* early firing: only the planner's description says it */
+    json_t *gw = node_of_type(j, "stream-exec-group-window-aggregate");
+    char d[4096];
+    snprintf(d, sizeof d, "%s, emit=[early delay 1000 millisecond])", json_string_value(json_object_get(gw, "description")));
+    json_object_set_new(gw, "description", json_string(d));
+    e = try_parse(j);
+    CHECK_CONTAINS(e, "stream-exec-group-window-aggregate_1");
+    CHECK_CONTAINS(e, "early/late firing");
+    CHECK_CONTAINS(e, "q11.sql:19");
+    json_decref(j);
+
+    j = json_deep_copy(base); /* a row-count window */
+    gw = node_of_type(j, "stream-exec-group-window-aggregate");
+    json_object_set_new(json_object_get(gw, "window"), "isTimeWindow", json_false());
+    CHECK_CONTAINS(try_parse(j), "row-count windows are not supported");
+    json_decref(j);
+
+    j = json_deep_copy(base); /* table.exec.emit.* in the node's configuration */
+    gw = node_of_type(j, "stream-exec-group-window-aggregate");
+    json_object_set_new(json_object_get(gw, "configuration"), "table.exec.emit.late-fire.enabled", json_string("true"));
+    CHECK_CONTAINS(try_parse(j), "table.exec.emit.late-fire.enabled = 'true' is not supported");
+    json_decref(j);
+    json_decref(base);
+}
+
 TEST(damaged_plans_never_crash) {
-    const char *names[] = {"q1.plan.json", "q21.plan.json", "q17.plan.json", "agg_retract.plan.json"};
+    const char *names[] = {"q1.plan.json",  "q21.plan.json",     "q17.plan.json",         "agg_retract.plan.json",
+                           "q11.plan.json", "win_hop.plan.json", "win_attached.plan.json"};
     long refused = 0, accepted = 0;
-    for (int f = 0; f < 4; f++) {
+    for (int f = 0; f < 7; f++) {
         size_t len;
         char *text = slurp(names[f], &len);
         CHECK(text != NULL);
@@ -380,6 +466,7 @@ int main(void) {
     fprintf(stderr, "seed %u (SLUICE_TEST_SEED to repeat)\n", g_seed);
     RUN(valid_plans_parse);
     RUN(unsupported_refused_by_name);
+    RUN(window_unsupported_refused_by_name);
     RUN(damaged_plans_never_crash);
     TEST_MAIN_END();
 }

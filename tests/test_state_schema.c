@@ -15,8 +15,8 @@
  *     reads), naming the operator, the state, the field and both types;
  *   - a value that is not a row of the schema fails the task, naming the
  *     state; a typed state takes a TTL (on both backends), and a restore
- *     that adds one to a state the savepoint holds without is refused,
- *     naming the operator, the state and both settings.
+ *     that adds or removes it (with a schema change in the same restore)
+ *     migrates the stored rows (Flink 2.2's TTL migration).
  * The job's source and run helpers: savepoint_util.h.
  */
 #include <jansson.h>
@@ -516,18 +516,32 @@ TEST(bad_value_fails_the_task) {
     txn_collected_free(t);
 }
 
-static void ttl_refused(int version, const char *was, const char *now) {
+/* The savepoint SP restored into `version`, whose "profile" has the other
+ * TTL-ness (Flink 2.2's TTL migration; test_state_ttl_migration.c checks
+ * its rules), at parallelism 3 on backend be: the job runs to the end, the
+ * function checking for every record that the profile and the list agree,
+ * and every key's largest count is the number of its values over both
+ * versions (the restored profiles came back, with or without their
+ * timestamp, and went on). */
+static void ttl_migrated(int version, int be) {
     txn_collected_t *t = txn_collected_new();
-    sl_env_t *env = build_prof(version, 2, SL_STATE_BACKEND_HASHMAP, SP, t);
+    sl_env_t *env = build_prof(version, 3, be, SP, t);
     atomic_store(&GS.gate, N);
-    CHECK(sl_env_execute(env, "ttl-changed") < 0);
-    const char *e = sl_env_error(env);
-    fprintf(stderr, "  %s\n", e);
-    CHECK_CONTAINS(e, "operator 'profiles'");
-    CHECK_CONTAINS(e, "state 'profile'");
-    CHECK_CONTAINS(e, was);
-    CHECK_CONTAINS(e, now);
-    CHECK_EQ(t->out->n, 0);
+    atomic_store(&GS.emitted, 0);
+    int rc = sl_env_execute(env, "ttl-changed");
+    CHECK_STR(sl_env_error(env), "");
+    CHECK_EQ(rc, 0);
+    int64_t cnt[KEYS] = {0}, best[KEYS] = {0};
+    for (int64_t v = 0; v < N; v++) cnt[v % KEYS]++;
+    pthread_mutex_lock(&t->mu);
+    for (int64_t i = 0; i < t->out->n; i++) {
+        sl_row_t r = {t->out->rows[i], t->out->lens[i], OUT};
+        int64_t k = sl_row_i64(&r, 0), n = sl_row_i64(&r, 2);
+        CHECK(k >= 0 && k < KEYS);
+        if (k >= 0 && k < KEYS && n > best[k]) best[k] = n;
+    }
+    pthread_mutex_unlock(&t->mu);
+    for (int k = 0; k < KEYS; k++) CHECK_EQ(best[k], cnt[k]);
     sl_env_destroy(env);
     txn_collected_free(t);
 }
@@ -536,8 +550,9 @@ static void ttl_refused(int version, const char *was, const char *now) {
  * the job with a TTL on the profile runs to the end on both backends, the
  * profile and the list agreeing for every record (the function checks it),
  * every key's counts 1..n once.  A running job's query answers a typed TTL
- * row's fields.  Restoring a savepoint into a version that adds or removes
- * the TTL is refused, naming the operator, the state and both settings. */
+ * row's fields.  A savepoint restored into a version that removes the TTL
+ * (with a schema change in the same restore) or adds one migrates the
+ * stored rows (ttl_migrated). */
 TEST(typed_state_with_ttl) {
     for (int b = 0; b < 2; b++) {
         txn_collected_t *t = txn_collected_new();
@@ -563,15 +578,17 @@ TEST(typed_state_with_ttl) {
         txn_collected_free(t);
     }
     /* the running job answers a query by key with the row's fields (the
-     * timestamp left out); its savepoint restored into version 1 (the TTL
-     * removed) is refused */
+     * timestamp left out); its savepoint restored into version 2 (the TTL
+     * removed and the schema changed in the same restore) on RocksDB, and
+     * into version 1 (the TTL removed) on the heap */
     QUERIED = false;
     CHECK_EQ(version_savepoint(V_TTL, 1000), 0);
     CHECK(QUERIED);
-    ttl_refused(V1, "restored with a TTL of 60000 ms", "declared now without TTL");
+    ttl_migrated(V2, SL_STATE_BACKEND_ROCKSDB);
+    ttl_migrated(V1, SL_STATE_BACKEND_HASHMAP);
     /* and version 1's savepoint (no TTL) restored into the TTL version */
     CHECK_EQ(v1_savepoint(1000), 0);
-    ttl_refused(V_TTL, "restored without TTL", "declared now with a TTL of 60000 ms");
+    ttl_migrated(V_TTL, SL_STATE_BACKEND_ROCKSDB);
 }
 
 /* Declaring a schema on an operator that is not keyed, twice, or empty:

@@ -206,7 +206,7 @@ static int uk_cmp(const void *pa, const void *pb) {
 static void expect_kg(const model_t *m, int maxp, int kg, sl_buf_t *out) {
     size_t start = out->len;
     sl_buf_append(out, "SLKS", 4);
-    e_varint(out, 1);
+    e_varint(out, SL_KB_FORMAT_VERSION);
     e_varint(out, (uint64_t)maxp);
     e_varint(out, (uint64_t)kg);
     e_varint(out, NSTATES);
@@ -518,7 +518,7 @@ TEST(format_by_hand) {
     size_t n = 0;
     memcpy(want, "SLKS", 4);
     n = 4;
-    want[n++] = 1;                       /* version */
+    want[n++] = 2;                       /* version */
     want[n++] = 0x80;                    /* max parallelism 128 = varint 80 01 */
     want[n++] = 0x01;
     want[n++] = (uint8_t)kg;             /* < 128: one byte */

@@ -600,11 +600,17 @@ SL_API int sl_value_put_row(sl_state_t *st, const sl_row_t *row);
  *     out of it (Flink's cleanupFullSnapshot; always on).
  * Time is the job's processing time (sl_env_set_clock).  Timestamps are
  * stored with the state, so state restored from a checkpoint expires when
- * it would have without the restore.  Turning TTL on or off for a state
- * that a checkpoint holds is not supported (as in Flink before 2.2):
- * declare it the same way again — for a typed state a restore that does
- * fails the task when open declares it, naming the operator, the state
- * and both settings.
+ * it would have without the restore.  TTL may be turned on or off for a
+ * state that a checkpoint or savepoint holds (as in Flink 2.2): when open
+ * declares the restored state with the other setting, its values, list
+ * elements and map values (typed rows too) are migrated before open
+ * returns — turned on, each gets the processing time of that moment as
+ * its last access, so it expires ttl_ms after the restore; turned off,
+ * its timestamp is dropped and it never expires.  A changed ttl_ms needs
+ * no migration: the stored timestamp is the last access, the duration
+ * applies from then.  (Checkpoints written before sluice recorded whether
+ * a state's items carry a timestamp restore as before: the declaration
+ * decides, except for typed states, whose recorded TTL does.)
  *
  * Zero fields are Flink's defaults: sl_state_ttl(ms) is
  * (sl_state_ttl_t){.ttl_ms = ms}; set other fields as needed. */

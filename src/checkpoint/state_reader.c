@@ -247,7 +247,8 @@ static uint8_t *dup_bytes(const uint8_t *p, uint32_t n) {
     return d;
 }
 
-static int on_state(void *c, const char *name, uint32_t namelen, sl_state_kind_t kind, uint32_t nentries) {
+static int on_state(void *c, const char *name, uint32_t namelen, sl_state_kind_t kind, int ttl, uint32_t nentries) {
+    SL_UNUSED(ttl); /* typed rows: the prefix comes from the recorded TTL (sl_state_entries_set_ttl) */
     collector_t *col = c;
     int idx = -1;
     for (int i = 0; i < col->nnames && idx < 0; i++)

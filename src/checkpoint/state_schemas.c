@@ -192,11 +192,18 @@ int sl_state_schema_recorded(const sl_ckpt_operator_t *mo, const char *name, sl_
     return (*out = sl_schema_parse(ddl, NULL, 0)) ? 1 : SL_EFORMAT;
 }
 
-static const struct sl_row_migration *lookup(void *c, const char *name, uint32_t namelen, sl_state_kind_t kind) {
+/* A typed state's migration; a version-1 block does not say whether its
+ * items carry timestamps: the TTL the typed states' record holds does. */
+static const struct sl_row_migration *lookup(void *c, const char *name, uint32_t namelen, sl_state_kind_t kind,
+                                             int *ttl) {
     (void)kind;
     const sl_state_migrations_t *m = c;
     for (int i = 0; i < m->n; i++)
-        if (strlen(m->names[i]) == namelen && memcmp(m->names[i], name, namelen) == 0) return m->m[i];
+        if (strlen(m->names[i]) == namelen && memcmp(m->names[i], name, namelen) == 0) {
+            if (*ttl == SL_KBF_TTL_IS_UNKNOWN && m->ttl[i] >= 0)
+                *ttl = m->ttl[i] > 0 ? SL_KBF_TTL_IS_YES : SL_KBF_TTL_IS_NO;
+            return m->m[i];
+        }
     return NULL;
 }
 

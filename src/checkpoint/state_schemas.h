@@ -14,11 +14,13 @@
  *
  * A typed state with a TTL stores the 8-byte timestamp (ttl.h) in front of
  * every row; its migration keeps the timestamp and migrates the row after
- * it (sl_row_migration_set_prefix).  Whether the state has a TTL must not
- * change between the recording and the restoring job (Flink's
- * StateMigrationException before 2.2): the operator refuses a declaration
- * that differs when open declares the state (operator.c), with both
- * settings; the restore itself uses the recorded setting.
+ * it.  Whether a block's items carry the timestamp is what the block says
+ * (state_backend.h, version 2); a version-1 block does not say, and the TTL
+ * recorded here decides (sl_state_migrations_apply writes it into the
+ * rewritten block).  Turning the TTL on or off between the recording and
+ * the restoring job is Flink 2.2's TTL migration: the backend adds or
+ * strips the timestamps when open declares the state (register_state,
+ * sl_kb_ttl_migrate), after the rows were migrated here.
  *
  * A restore compiles, for every typed state of the new job, a migration
  * from the schema the blob recorded (row_migration.h): the JobManager to

@@ -284,13 +284,6 @@ const sl_schema_t *sl_op_state_schema(const sl_operator_t *op, const char *name)
     return i < 0 ? NULL : op->typed_schemas[i];
 }
 
-/* "without TTL" / "with a TTL of N ms", for messages. */
-static const char *ttl_setting(int64_t ttl_ms, char *buf, size_t cap) {
-    if (ttl_ms <= 0) return "without TTL";
-    snprintf(buf, cap, "with a TTL of %lld ms", (long long)ttl_ms);
-    return buf;
-}
-
 /* A value written into a typed state must be a row of its schema. */
 static int check_row(sl_state_t *st, const void *v, uint32_t len) {
     sl_row_t r = {v, len, st->schema};
@@ -316,19 +309,11 @@ static sl_state_t *new_state(sl_rt_t *rt, const char *name, sl_state_kind_t kind
                    "list or map state", nm);
         return NULL;
     }
+    /* A restored state declared with the other TTL-ness (a typed one too:
+     * op->typed_ttl holds what its record said) is migrated by the backend
+     * when register_state below declares it (Flink 2.2: TtlAwareSerializer):
+     * its items get or lose their timestamp (state_backend.h). */
     int ti = schema ? typed_index(op, name) : -1;
-    int64_t was = ti >= 0 ? __atomic_load_n(&op->typed_ttl[ti], __ATOMIC_RELAXED) : -1;
-    if (was >= 0 && (was > 0) != (ttl && ttl->ttl_ms > 0)) {
-        /* Its stored rows have (or lack) the timestamp prefix: as Flink
-         * (before 2.2) refuses with a StateMigrationException. */
-        char a[64], b2[64];
-        sl_op_fail(op, SL_EINVAL,
-                   "operator '%s', state '%s': restored %s, declared now %s: adding or removing the TTL of a "
-                   "state that a checkpoint holds is not supported (declare it as before)",
-                   op->uid ? op->uid : op->name, nm, ttl_setting(was, a, sizeof a),
-                   ttl_setting(ttl ? ttl->ttl_ms : 0, b2, sizeof b2));
-        return NULL;
-    }
     if (ttl) {
         if (ttl->ttl_ms <= 0) {
             sl_op_fail(op, SL_EINVAL, "state '%s': TTL of %lld ms (must be > 0)", nm, (long long)ttl->ttl_ms);
@@ -345,6 +330,11 @@ static sl_state_t *new_state(sl_rt_t *rt, const char *name, sl_state_kind_t kind
                                                                            : SL_TTL_ON_CREATE_AND_WRITE;
     }
     int sid = op->kb->ops->register_state(op->kb, &d);
+    if (sid == SL_EFORMAT) {
+        sl_op_fail(op, sid, "operator '%s', state '%s': its restored items cannot be migrated %s a TTL (an item is "
+                   "shorter than its timestamp)", op->uid ? op->uid : op->name, nm, ttl ? "to" : "from");
+        return NULL;
+    }
     if (sid < 0) {
         sl_op_fail(op, sid, "cannot register state '%s' (a name is needed, and one declared again must keep its kind "
                    "and TTL)", nm);

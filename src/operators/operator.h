@@ -187,7 +187,7 @@ struct sl_operator {
     sl_schema_t **typed_schemas;
     /* per typed state: the TTL (ms, 0 none) its stored items have, -1 not
      * known — the restore sets what the snapshot recorded, open's
-     * declaration what it declares (which must agree); the checkpoint
+     * declaration what it declares (a different one is migrated by the backend); the checkpoint
      * writer reads it (atomic loads and stores) */
     int64_t *typed_ttl;
 };

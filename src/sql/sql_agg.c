@@ -370,7 +370,7 @@ static int agg_open(void *ctx, sl_rt_t *rt) {
     return 0;
 }
 
-static int64_t narrow_int(int64_t v, sql_kind_t k) {
+int64_t sql_narrow_int(int64_t v, sql_kind_t k) {
     switch (k) {
     case SK_TINYINT: return (int8_t)v;
     case SK_SMALLINT: return (int16_t)v;
@@ -380,7 +380,7 @@ static int64_t narrow_int(int64_t v, sql_kind_t k) {
 }
 
 /* Total order of MIN/MAX values (strings by their UTF-8 bytes, as Flink's BinaryStringData). */
-static int cmp_val(const sql_type_t *t, const sql_val_t *a, const sql_val_t *b) {
+int sql_cmp_val(const sql_type_t *t, const sql_val_t *a, const sql_val_t *b) {
     if (t->kind == SK_DOUBLE) return a->d < b->d ? -1 : a->d > b->d;
     if (t->kind == SK_DECIMAL) return a->dec < b->dec ? -1 : a->dec > b->dec;
     if (sql_kind_string(t->kind)) {
@@ -411,7 +411,7 @@ static void apply(agg_ctx_t *x, const agg_call_t *c, const sl_row_t *in, bool ad
         sql_val_read(c->acc_type, &acc, c->acc_f, &s);
         if (s.null) s.i = 0, s.d = 0, s.null = false;
         if (c->acc_type->kind == SK_DOUBLE) s.d = add ? s.d + v.d : s.d - v.d;
-        else s.i = narrow_int((int64_t)(add ? (uint64_t)s.i + (uint64_t)v.i : (uint64_t)s.i - (uint64_t)v.i),
+        else s.i = sql_narrow_int((int64_t)(add ? (uint64_t)s.i + (uint64_t)v.i : (uint64_t)s.i - (uint64_t)v.i),
                               c->acc_type->kind);
         sql_val_write(c->acc_type, &s, w, c->acc_f);
         sl_rw_set_i64(w, nf, n + (add ? 1 : -1));
@@ -424,7 +424,7 @@ static void apply(agg_ctx_t *x, const agg_call_t *c, const sl_row_t *in, bool ad
         memset(&cur, 0, sizeof cur);
         sql_val_read(c->arg_type[0], in, c->arg_flat[0], &v);
         sql_val_read(c->acc_type, &acc, c->acc_f, &cur);
-        int d = cur.null ? 0 : cmp_val(c->acc_type, &v, &cur);
+        int d = cur.null ? 0 : sql_cmp_val(c->acc_type, &v, &cur);
         if (cur.null || (c->fn == AGG_MIN ? d < 0 : d > 0)) sql_val_write(c->acc_type, &v, w, c->acc_f);
         sl_rw_set_i64(w, nf, n + 1);
         return;
@@ -453,7 +453,7 @@ static void result(const agg_call_t *c, const sl_row_t *acc, sql_val_t *out) {
         memset(&s, 0, sizeof s);
         sql_val_read(c->acc_type, acc, c->acc_f, &s);
         if (c->acc_type->kind == SK_DOUBLE) out->d = s.d / (double)n;
-        else out->i = narrow_int(s.i / n, c->rtype->kind);
+        else out->i = sql_narrow_int(s.i / n, c->rtype->kind);
         return;
     }
     case AGG_MIN:

@@ -157,5 +157,26 @@ void sql_agg_free(sql_agg_t *a);
  * columns (none: one key, so one subtask, as Flink's SINGLETON); out_schema
  * is the node's flat schema with the kind field last. */
 sl_stream_t *sql_agg_build(sl_env_t *env, sl_stream_t *in, sql_agg_t *a, sl_schema_t *out_schema);
+/* v narrowed to the integer kind k, wrapping as Java does. */
+int64_t sql_narrow_int(int64_t v, sql_kind_t k);
+/* The total order of MIN/MAX values of type t (strings by their UTF-8
+ * bytes, as Flink's BinaryStringData): < 0, 0, > 0. */
+int sql_cmp_val(const sql_type_t *t, const sql_val_t *a, const sql_val_t *b);
+
+/* ---- window aggregates (sql_window.c) ------------------------------------------ */
+
+typedef struct sql_window sql_window_t;
+/* Parses a window aggregate over input `in` with output columns cols: jn is
+ * the node (its configuration and namedWindowProperties), spec the node that
+ * carries grouping, aggCalls and the window (jn itself, or the local node of
+ * a local/global pair); legacy: stream-exec-group-window-aggregate's
+ * "window", else a window TVF's "windowing".  NULL and a message naming
+ * what is not supported. */
+sql_window_t *sql_window_parse(const json_t *jn, const json_t *spec, bool legacy, const sql_input_t *in, int ncols,
+                               sql_type_t *const *cols, const char *desc, char *err, size_t errlen);
+void sql_window_free(sql_window_t *w);
+/* The event-time window operator of the aggregate, keyed by its grouping
+ * columns (none: one key); out_schema is the node's flat schema. */
+sl_stream_t *sql_window_build(sl_env_t *env, sl_stream_t *in, sql_window_t *w, sl_schema_t *out_schema);
 
 #endif

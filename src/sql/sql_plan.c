@@ -19,6 +19,12 @@
  *                                    keys by its grouping columns (the same; none:
  *                                    one key, one subtask, as SINGLETON routes)
  *   stream-exec-group-aggregate_1    sql_agg.c (keyed state, changelog output)
+ *   stream-exec-group-window-aggregate_1, stream-exec-window-aggregate_1,
+ *   stream-exec-local-window-aggregate_1 + exchange +
+ *   stream-exec-global-window-aggregate_1
+ *                                    sql_window.c (event-time windows of
+ *                                    sluice's window operator; the local node
+ *                                    and its exchange pass rows through)
  *   stream-exec-union_1              sl_union (insert-only inputs)
  *   stream-exec-sink_1               'blackhole', 'print' (or every sink to a
  *                                    collect file, sl_sql_opts_t.collect_path),
@@ -43,7 +49,13 @@
 #include "sluice/sql.h"
 #include "sql/sql_int.h"
 
-typedef enum { N_SCAN, N_CALC, N_WATERMARK, N_EXCHANGE, N_UNION, N_SINK, N_GROUP_AGG } ntype_t;
+typedef enum {
+    N_SCAN, N_CALC, N_WATERMARK, N_EXCHANGE, N_UNION, N_SINK, N_GROUP_AGG, N_GROUP_WINDOW, N_WINDOW_AGG, N_LOCAL_WAGG,
+    N_GLOBAL_WAGG
+} ntype_t;
+
+/* Nodes that key their input by their grouping columns (a HASH / SINGLETON exchange may feed them). */
+static bool keyed_node(ntype_t t) { return t == N_GROUP_AGG || t == N_GROUP_WINDOW || t == N_WINDOW_AGG || t == N_GLOBAL_WAGG; }
 
 static const struct {
     const char *name;
@@ -53,7 +65,9 @@ static const struct {
     {"stream-exec-table-source-scan", N_SCAN, 1}, {"stream-exec-calc", N_CALC, 1},
     {"stream-exec-watermark-assigner", N_WATERMARK, 1}, {"stream-exec-exchange", N_EXCHANGE, 1},
     {"stream-exec-union", N_UNION, 1}, {"stream-exec-sink", N_SINK, 1},
-    {"stream-exec-group-aggregate", N_GROUP_AGG, 1},
+    {"stream-exec-group-aggregate", N_GROUP_AGG, 1}, {"stream-exec-group-window-aggregate", N_GROUP_WINDOW, 1},
+    {"stream-exec-window-aggregate", N_WINDOW_AGG, 1}, {"stream-exec-local-window-aggregate", N_LOCAL_WAGG, 1},
+    {"stream-exec-global-window-aggregate", N_GLOBAL_WAGG, 1},
 };
 
 enum { DIST_ANY, DIST_HASH, DIST_SINGLETON };
@@ -95,6 +109,10 @@ typedef struct pnode {
     sql_key_t key;
     /* group aggregate */
     sql_agg_t *agg;
+    /* window aggregates (sql_window.c); a local window aggregate keeps its node (spec) for its global one */
+    sql_window_t *win;
+    json_t *spec;
+    bool borrowed_cols; /* cols are the input's (a local window aggregate and its exchange pass rows through) */
 } pnode_t;
 
 struct sl_sql_plan {
@@ -120,8 +138,12 @@ static void node_free(pnode_t *n) {
     sl_free(n->desc);
     sl_free(n->line);
     sl_free(n->name);
-    for (int i = 0; i < n->ncols; i++) sql_type_free(n->cols[i]);
-    sl_free(n->cols);
+    if (!n->borrowed_cols) {
+        for (int i = 0; i < n->ncols; i++) sql_type_free(n->cols[i]);
+        sl_free(n->cols);
+    }
+    sql_window_free(n->win);
+    json_decref(n->spec);
     if (n->schema) sl_schema_unref(n->schema);
     sl_free(n->inputs);
     sql_expr_free(n->cond);
@@ -387,10 +409,27 @@ static int parse_watermark(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, 
     return 0;
 }
 
+/* A node that passes its input's rows through unchanged in sluice (its columns are the input's). */
+static void borrow_input(sl_sql_plan_t *p, pnode_t *n) {
+    const pnode_t *in = &p->nodes[n->inputs[0]];
+    n->borrowed_cols = true;
+    n->ncols = in->ncols;
+    n->cols = in->cols;
+    n->width = in->width;
+    n->schema = sl_schema_ref(in->schema);
+}
+
 static int parse_exchange(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, size_t errlen) {
     json_t *ip = json_array_get(json_object_get(jn, "inputProperties"), 0);
     json_t *rd = json_object_get(ip, "requiredDistribution");
     const char *d = json_string_value(json_object_get(rd, "type"));
+    if (p->nodes[n->inputs[0]].t == N_LOCAL_WAGG) {
+        /* between a local and a global window aggregate: the global one keys the local one's input */
+        borrow_input(p, n);
+        n->dist = d && !strcmp(d, "HASH") ? DIST_HASH : d && !strcmp(d, "SINGLETON") ? DIST_SINGLETON : DIST_ANY;
+        n->key.desc = n->desc;
+        return 0;
+    }
     int rc = parse_output(n, jn, err, errlen);
     if (rc < 0) return rc;
     if (p->nodes[n->inputs[0]].width != n->width) return sql_perr(err, errlen, "%s: output type differs from its input's", n->desc);
@@ -428,6 +467,49 @@ static int parse_group_agg(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, 
     char m[512] = "";
     n->agg = sql_agg_parse(jn, &in, n->in_kind >= 0, n->ncols, n->cols, n->desc, m, sizeof m);
     if (!n->agg) return sql_perr(err, errlen, "%s", m);
+    return 0;
+}
+
+/* The node's JSON with a trailing proctime window property column dropped (sql_window.c). */
+static json_t *without_proctime(json_t *jn) {
+    json_t *c = json_deep_copy(jn);
+    json_t *props = json_object_get(c, "namedWindowProperties");
+    json_t *last = json_array_get(props, json_array_size(props) - 1);
+    const char *k = json_string_value(json_object_get(json_object_get(last, "property"), "kind"));
+    json_t *fields = json_object_get(json_object_get(c, "outputType"), "fields");
+    if (k && !strcmp(k, "Proctime") && json_array_size(fields) > 0) json_array_remove(fields, json_array_size(fields) - 1);
+    return c;
+}
+
+static int parse_window(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, size_t errlen) {
+    if (n->t == N_LOCAL_WAGG) {
+        borrow_input(p, n);
+        n->spec = json_deep_copy(jn);
+        return 0;
+    }
+    json_t *spec = jn;
+    const pnode_t *src = &p->nodes[n->inputs[0]];
+    if (n->t == N_GLOBAL_WAGG) {
+        if (src->t == N_EXCHANGE && src->ninputs == 1) src = &p->nodes[src->inputs[0]];
+        if (src->t != N_LOCAL_WAGG)
+            return sql_perr(err, errlen, "%s: its input is not a local window aggregate (behind an exchange)", n->desc);
+        spec = src->spec;
+        const char *strat = json_string_value(json_object_get(json_object_get(jn, "windowing"), "strategy"));
+        const char *lstrat = json_string_value(json_object_get(json_object_get(spec, "windowing"), "strategy"));
+        bool attached = lstrat && !strcmp(lstrat, "WindowAttached");
+        if (!strat || strcmp(strat, attached ? "WindowAttached" : "SliceAttached"))
+            return sql_perr(err, errlen, "%s: windowing strategy %s is not supported here (%s is)", n->desc,
+                            strat ? strat : "?", attached ? "WindowAttached" : "SliceAttached");
+    }
+    json_t *c = without_proctime(jn);
+    int rc = parse_output(n, c, err, errlen);
+    json_decref(c);
+    if (rc < 0) return rc;
+    sql_input_t in = {src->ncols, src->cols};
+    if (n->t != N_GLOBAL_WAGG) in = input_of(p, n);
+    char m[2048] = "";
+    n->win = sql_window_parse(jn, spec, n->t == N_GROUP_WINDOW, &in, n->ncols, n->cols, n->desc, m, sizeof m);
+    if (!n->win) return sql_perr(err, errlen, "%s", m);
     return 0;
 }
 
@@ -640,13 +722,14 @@ sl_sql_plan_t *sl_sql_plan_parse(const char *json, size_t len, char *err, size_t
         n->in_kind = -1;
         for (int k = 0; k < n->ninputs; k++) {
             const pnode_t *src = &p->nodes[n->inputs[k]];
-            if (src->t == N_EXCHANGE && src->dist != DIST_ANY && n->t != N_GROUP_AGG) {
-                rc = sql_perr(err, errlen, "%s: a %s exchange (%s) into it is not supported yet (only into group aggregates)",
+            if (src->t == N_EXCHANGE && src->dist != DIST_ANY && !keyed_node(n->t)) {
+                rc = sql_perr(err, errlen, "%s: a %s exchange (%s) into it is not supported yet (only into group and window aggregates)",
                           n->desc, src->dist == DIST_HASH ? "HASH" : "SINGLETON", src->desc);
                 goto out;
             }
             if (!src->changelog) continue;
-            if (n->t == N_WATERMARK || n->t == N_UNION) {
+            if (n->t == N_WATERMARK || n->t == N_UNION || n->t == N_GROUP_WINDOW || n->t == N_WINDOW_AGG ||
+                n->t == N_LOCAL_WAGG) {
                 rc = sql_perr(err, errlen, "%s: an updating input (from %s) is not supported here (insert-only inputs are)",
                           n->desc, src->desc);
                 goto out;
@@ -667,6 +750,10 @@ sl_sql_plan_t *sl_sql_plan_parse(const char *json, size_t len, char *err, size_t
                     rc = sql_perr(err, errlen, "%s: input %d's type differs from the output's", n->desc, k);
             break;
         case N_SINK: rc = parse_sink(p, n, jn, err, errlen); break;
+        case N_GROUP_WINDOW:
+        case N_WINDOW_AGG:
+        case N_LOCAL_WAGG:
+        case N_GLOBAL_WAGG: rc = parse_window(p, n, jn, err, errlen); break;
         }
         if (rc < 0) goto out;
     }
@@ -1052,6 +1139,15 @@ int sl_sql_plan_build(sl_env_t *env, sl_sql_plan_t *plan, const sl_sql_opts_t *o
         case N_GROUP_AGG:
             st[i] = sql_agg_build(env, in, n->agg, n->schema);
             break;
+        case N_LOCAL_WAGG:
+            /* the global window aggregate does both phases over these rows */
+            st[i] = in;
+            continue;
+        case N_GROUP_WINDOW:
+        case N_WINDOW_AGG:
+        case N_GLOBAL_WAGG:
+            st[i] = sql_window_build(env, in, n->win, n->schema);
+            break;
         case N_UNION:
             /* inputs named otherwise are renamed to the union's schema first */
             for (int k = 0; k < n->ninputs; k++) {
@@ -1101,7 +1197,7 @@ int sl_sql_plan_build(sl_env_t *env, sl_sql_plan_t *plan, const sl_sql_opts_t *o
             sl_env_errorf(env, "sql: %s: could not be built", n->desc);
             rc = SL_EINVAL;
         }
-        if (rc == 0 && (n->t == N_CALC || n->t == N_WATERMARK || n->t == N_GROUP_AGG || n->t == N_EXCHANGE)) {
+        if (rc == 0 && (n->t == N_CALC || n->t == N_WATERMARK || n->t == N_GROUP_AGG || keyed_node(n->t))) {
             sl_uid(st[i], uid);
             sl_name(st[i], n->name);
         } else if (rc == 0 && n->t == N_SINK) {

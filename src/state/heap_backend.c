@@ -475,6 +475,8 @@ typedef struct hb_ttl {
     sl_ttl_update_t update;
     bool restored;        /* registered on the fly by a restore, not declared yet: the next
                            * register_state of its name sets the TTL */
+    int8_t items;         /* its items carry the TTL timestamp: SL_KBF_TTL_IS_YES / _NO /
+                           * _UNKNOWN (restored from a version-1 block, not declared yet) */
     int cur_kg;           /* cleanup cursor: key group index, */
     uint32_t cur_cell;    /* and cell in its table */
     int64_t sweep_start;  /* time the cursor last started at key group 0 (INT64_MIN: not yet) */
@@ -628,7 +630,7 @@ static int hb_find_state(const hb_backend_t *hb, const char *name, size_t namele
 }
 
 static int hb_add_state(hb_backend_t *hb, const char *name, size_t namelen, sl_state_kind_t kind, int64_t ttl_ms,
-                        sl_ttl_update_t update, bool restored) {
+                        sl_ttl_update_t update, bool restored, int items) {
     if (hb->nstates == hb->capstates) {
         hb->capstates = hb->capstates ? hb->capstates * 2 : 4;
         hb->states = sl_realloc(hb->states, (size_t)hb->capstates * sizeof *hb->states);
@@ -641,12 +643,15 @@ static int hb_add_state(hb_backend_t *hb, const char *name, size_t namelen, sl_s
     st->tabs = sl_calloc((size_t)hb->nkg, sizeof *st->tabs + sizeof(hb_shell_t *)); /* tables, then shells */
     hb->mem += (int64_t)hb->nkg * (int64_t)(sizeof *st->tabs + sizeof(hb_shell_t *));
     hb->ttl[hb->nstates] = (hb_ttl_t){.ttl_ms = ttl_ms, .update = update, .restored = restored,
+                                      .items = (int8_t)(restored ? items : ttl_ms > 0),
                                       .sweep_start = INT64_MIN, .sweep_min = INT64_MAX, .floor = INT64_MIN};
     return hb->nstates++;
 }
 
 /* A name registered again: the same id when kind and TTL agree (a state
- * that a restore registered on the fly takes the TTL it is declared with). */
+ * that a restore registered on the fly takes the TTL it is declared with;
+ * when its items have (or lack) the timestamp that TTL wants, they are
+ * migrated first: sl_kb_ttl_migrate). */
 static int hb_register_state(sl_keyed_backend_t *b, const sl_state_desc_t *d) {
     hb_backend_t *hb = (hb_backend_t *)b;
     if (!d || !d->name || !d->name[0] || (int)d->kind < SL_STATE_VALUE || d->kind > SL_STATE_MAP || d->ttl_ms < 0 ||
@@ -654,10 +659,19 @@ static int hb_register_state(sl_keyed_backend_t *b, const sl_state_desc_t *d) {
         return SL_EINVAL;
     sl_ttl_update_t update = d->ttl_ms > 0 ? d->ttl_update : SL_TTL_ON_CREATE_AND_WRITE;
     int i = hb_find_state(hb, d->name, strlen(d->name));
-    if (i < 0) return hb_add_state(hb, d->name, strlen(d->name), d->kind, d->ttl_ms, update, false);
+    if (i < 0) return hb_add_state(hb, d->name, strlen(d->name), d->kind, d->ttl_ms, update, false, 0);
     if (hb->states[i].kind != d->kind) return SL_EINVAL;
     hb_ttl_t *tt = &hb->ttl[i];
     if (tt->restored) {
+        bool want = d->ttl_ms > 0;
+        /* migrated while the state has no TTL here, so nothing filters its
+         * items by a timestamp they lack (or no longer have) */
+        tt->ttl_ms = 0;
+        if (tt->items != SL_KBF_TTL_IS_UNKNOWN && (tt->items == SL_KBF_TTL_IS_YES) != want) {
+            int rc = sl_kb_ttl_migrate(b, i, d->kind, want, sl_kb_now_ms(b));
+            if (rc < 0) return rc;
+        }
+        tt->items = want ? SL_KBF_TTL_IS_YES : SL_KBF_TTL_IS_NO;
         tt->ttl_ms = d->ttl_ms;
         tt->update = update;
         tt->restored = false;
@@ -1052,6 +1066,7 @@ typedef struct hb_snap_state {
     char *name;
     sl_state_kind_t kind;
     int64_t ttl_ms;      /* > 0: items expired at the snapshot's time are left out */
+    int items;           /* hb_ttl_t.items */
     hb_shell_t **shells; /* [nkg]; NULL where the key group had no entry */
 } hb_snap_state_t;
 
@@ -1086,6 +1101,7 @@ static int hb_snapshot(sl_keyed_backend_t *b, sl_kb_snapshot_t **out) {
         ss->name = sl_strdup(st->name);
         ss->kind = st->kind;
         ss->ttl_ms = hb->ttl[i].ttl_ms;
+        ss->items = hb->ttl[i].items;
         ttl = ttl || ss->ttl_ms > 0;
         ss->shells = sl_calloc((size_t)hb->nkg, sizeof *ss->shells);
         for (int g = 0; g < hb->nkg; g++) {
@@ -1249,7 +1265,7 @@ static int hb_snapshot_write(const sl_kb_snapshot_t *s, int kg, sl_buf_t *out) {
     for (int i = 0; i < sn->nstates; i++) {
         const hb_snap_state_t *ss = &sn->states[i];
         sl_kbf_bytes(out, ss->name, (uint32_t)strlen(ss->name));
-        sl_kbf_u8(out, (uint8_t)ss->kind);
+        sl_kbf_u8(out, sl_kbf_kind_byte(ss->kind, ss->items));
         const hb_shell_t *sh = ss->shells[g];
         if (!sh) {
             sl_kbf_varint(out, 0);
@@ -1319,7 +1335,8 @@ typedef struct hb_restore {
     sl_buf_t list;        /* the current list entry's elements, in the table's layout */
 } hb_restore_t;
 
-static int hb_rs_state(void *ctx, const char *name, uint32_t namelen, sl_state_kind_t kind, uint32_t nentries) {
+static int hb_rs_state(void *ctx, const char *name, uint32_t namelen, sl_state_kind_t kind, int ttl,
+                       uint32_t nentries) {
     hb_restore_t *r = ctx;
     hb_backend_t *hb = (hb_backend_t *)r->b;
     if (!r->load) {
@@ -1336,12 +1353,20 @@ static int hb_rs_state(void *ctx, const char *name, uint32_t namelen, sl_state_k
                                "keyed state of key group %d: state '%s' is a %s state in the checkpoint but "
                                "registered as a %s state",
                                r->kg, st->name, sl_kbf_kind_name(kind), sl_kbf_kind_name(st->kind));
+            int have = hb->ttl[i].items;
+            if (strlen(st->name) == namelen && memcmp(st->name, name, namelen) == 0 && ttl != SL_KBF_TTL_IS_UNKNOWN &&
+                have != SL_KBF_TTL_IS_UNKNOWN && ttl != have)
+                return sl_errf(r->err, r->errlen, SL_ESTATE,
+                               "keyed state of key group %d: state '%s' has %s in the checkpoint but %s here "
+                               "(restore before the state is declared)",
+                               r->kg, st->name, ttl ? "TTL timestamps" : "no TTL timestamps",
+                               have ? "has them" : "has none");
         }
         return SL_OK;
     }
     /* Checked: a new state, or one of the same kind (whose TTL, if declared, stays). */
     r->sid = hb_find_state(hb, name, namelen);
-    if (r->sid < 0) r->sid = hb_add_state(hb, name, namelen, kind, 0, SL_TTL_ON_CREATE_AND_WRITE, true);
+    if (r->sid < 0) r->sid = hb_add_state(hb, name, namelen, kind, 0, SL_TTL_ON_CREATE_AND_WRITE, true, ttl);
     assert(hb->states[r->sid].kind == kind);
     /* Restored timestamps may be older than any the cleanup has met: it
      * starts a new round from key group 0, which sets the floor again. */

@@ -666,6 +666,8 @@ typedef struct rdb_state {
     int64_t ttl_ms;
     sl_ttl_update_t ttl_update;
     bool restored; /* registered by a restore, not declared yet: register_state sets the TTL */
+    int8_t items;  /* its items carry the TTL timestamp: SL_KBF_TTL_IS_YES / _NO / _UNKNOWN
+                    * (restored from a version-1 block, not declared yet) */
     rdb_arena_t pin;
 } rdb_state_t;
 
@@ -830,7 +832,11 @@ static int rdb_meta_write_state(rdb_backend_t *rb, int sid) {
     size_t nl = strlen(st->name);
     uint8_t *v = sl_malloc(10 + nl);
     v[0] = (uint8_t)st->kind;
-    v[1] = (uint8_t)st->ttl_update;
+    /* the update type, and (bits 4-5) whether the items carry timestamps:
+     * 0 (before TTL migration: as ttl_ms says), 1 yes, 2 no, 3 unknown */
+    v[1] = (uint8_t)((unsigned)st->ttl_update | (st->items == SL_KBF_TTL_IS_YES  ? 1u << 4
+                                                 : st->items == SL_KBF_TTL_IS_NO ? 2u << 4
+                                                                                 : 3u << 4));
     sl_st64(v + 2, (uint64_t)st->ttl_ms);
     memcpy(v + 10, st->name, nl);
     char *e = NULL;
@@ -847,7 +853,7 @@ static const char rdb_meta_version_key[3] = {(char)RDB_META, (char)RDB_META, 'V'
 
 /* Adds a state to the table (no checks, no write). */
 static int rdb_add_state(rdb_backend_t *rb, const char *name, size_t namelen, sl_state_kind_t kind, int64_t ttl_ms,
-                         sl_ttl_update_t upd, bool restored) {
+                         sl_ttl_update_t upd, bool restored, int items) {
     if (rb->nstates == rb->capstates) {
         rb->capstates = rb->capstates ? rb->capstates * 2 : 4;
         rb->states = sl_realloc(rb->states, (size_t)rb->capstates * sizeof *rb->states);
@@ -860,6 +866,7 @@ static int rdb_add_state(rdb_backend_t *rb, const char *name, size_t namelen, sl
     st->ttl_ms = ttl_ms > 0 ? ttl_ms : 0;
     st->ttl_update = ttl_ms > 0 ? upd : SL_TTL_ON_CREATE_AND_WRITE;
     st->restored = restored;
+    st->items = (int8_t)(restored ? items : st->ttl_ms > 0);
     rdb_ttl_set(&rb->core->ttl, sid, kind, st->ttl_ms);
     return sid;
 }
@@ -871,14 +878,19 @@ static int rdb_find_state(const rdb_backend_t *rb, const char *name, size_t name
 }
 
 /* The id of state `name` for a restore: registered when new (with the TTL
- * the checkpoint knows, 0 for a canonical block), marked as restored so
- * that its declaration sets the TTL; SL_EINVAL for another kind. */
+ * the checkpoint knows, 0 for a canonical block, and whether its items
+ * carry timestamps), marked as restored so that its declaration sets the
+ * TTL; SL_EINVAL for another kind, or items that disagree with the state's. */
 static int rdb_register_restored(rdb_backend_t *rb, const char *name, size_t namelen, sl_state_kind_t kind,
-                                 int64_t ttl_ms, sl_ttl_update_t upd) {
+                                 int64_t ttl_ms, sl_ttl_update_t upd, int items) {
     int i = rdb_find_state(rb, name, namelen);
-    if (i >= 0) return rb->states[i].kind == kind ? i : SL_EINVAL;
+    if (i >= 0) {
+        int have = rb->states[i].items;
+        if (items != SL_KBF_TTL_IS_UNKNOWN && have != SL_KBF_TTL_IS_UNKNOWN && items != have) return SL_EINVAL;
+        return rb->states[i].kind == kind ? i : SL_EINVAL;
+    }
     if (rb->nstates >= RDB_MAX_STATES) return SL_EINVAL;
-    int sid = rdb_add_state(rb, name, namelen, kind, ttl_ms, upd, true);
+    int sid = rdb_add_state(rb, name, namelen, kind, ttl_ms, upd, true, items);
     int rc = rdb_meta_write_state(rb, sid);
     return rc ? rc : sid;
 }
@@ -898,17 +910,30 @@ static int rdb_register_state(sl_keyed_backend_t *b, const sl_state_desc_t *d) {
     int i = rdb_find_state(rb, d->name, namelen);
     if (i < 0) {
         if (rb->nstates >= RDB_MAX_STATES) return SL_EINVAL;
-        i = rdb_add_state(rb, d->name, namelen, d->kind, d->ttl_ms, upd, false);
+        i = rdb_add_state(rb, d->name, namelen, d->kind, d->ttl_ms, upd, false, 0);
         rc = rdb_meta_write_state(rb, i);
         return rc ? rc : i;
     }
     rdb_state_t *st = &rb->states[i];
     if (st->kind != d->kind) return SL_EINVAL;
     if (st->restored) {
+        bool want = d->ttl_ms > 0;
+        if (st->items != SL_KBF_TTL_IS_UNKNOWN && (st->items == SL_KBF_TTL_IS_YES) != want) {
+            /* TTL migration: rewritten while the state has no TTL here (the
+             * compaction filter leaves it alone), through the value cache */
+            if (st->ttl_ms) {
+                st->ttl_ms = 0;
+                rdb_ttl_set(&rb->core->ttl, i, st->kind, 0);
+            }
+            if ((rc = sl_kb_ttl_migrate(b, i, d->kind, want, sl_kb_now_ms(b))) < 0) return rc;
+            st = &rb->states[i];
+        }
         st->restored = false;
-        if (st->ttl_ms != d->ttl_ms || st->ttl_update != upd) {
+        int8_t items = want ? SL_KBF_TTL_IS_YES : SL_KBF_TTL_IS_NO;
+        if (st->ttl_ms != d->ttl_ms || st->ttl_update != upd || st->items != items) {
             st->ttl_ms = d->ttl_ms;
             st->ttl_update = upd;
+            st->items = items;
             rdb_ttl_set(&rb->core->ttl, i, st->kind, st->ttl_ms);
             if ((rc = rdb_meta_write_state(rb, i))) return rc;
         }
@@ -1567,6 +1592,7 @@ typedef struct rdb_snap_state {
     sl_state_kind_t kind;
     int sid;
     int64_t ttl_ms;
+    int items; /* rdb_state_t.items */
 } rdb_snap_state_t;
 
 typedef struct rdb_snap {
@@ -1606,6 +1632,7 @@ static int rdb_snapshot(sl_keyed_backend_t *b, sl_kb_snapshot_t **out) {
         sn->states[i].kind = rb->states[i].kind;
         sn->states[i].sid = i;
         sn->states[i].ttl_ms = rb->states[i].ttl_ms;
+        sn->states[i].items = rb->states[i].items;
     }
     qsort(sn->states, (size_t)sn->nstates, sizeof *sn->states, rdb_snap_state_cmp);
     rdb_ttl_t *t = &rb->core->ttl;
@@ -1773,7 +1800,7 @@ static int rdb_write_values(const uint8_t seek[RDB_KPFX], rocksdb_iterator_t *it
 static int rdb_write_state(const rdb_snap_t *sn, const rdb_snap_state_t *ss, int kg, rocksdb_iterator_t *it,
                            const sl_rvc_ent_t *const *ov, size_t nov, rdb_writer_t *w, sl_buf_t *out) {
     sl_kbf_bytes(out, ss->name, (uint32_t)strlen(ss->name));
-    sl_kbf_u8(out, (uint8_t)ss->kind);
+    sl_kbf_u8(out, sl_kbf_kind_byte(ss->kind, ss->items));
     w->sc.len = 0;
     w->n = 0;
     w->sorted = true;
@@ -1907,7 +1934,8 @@ typedef struct rdb_restore {
     rocksdb_writebatch_t *wb;
 } rdb_restore_t;
 
-static int rdb_rs_state(void *ctx, const char *name, uint32_t namelen, sl_state_kind_t kind, uint32_t nentries) {
+static int rdb_rs_state(void *ctx, const char *name, uint32_t namelen, sl_state_kind_t kind, int ttl,
+                        uint32_t nentries) {
     SL_UNUSED(nentries);
     rdb_restore_t *r = ctx;
     rdb_backend_t *rb = r->rb;
@@ -1926,13 +1954,20 @@ static int rdb_rs_state(void *ctx, const char *name, uint32_t namelen, sl_state_
                                "keyed state of key group %d: state '%s' is a %s state in the checkpoint but "
                                "registered as a %s state",
                                r->kg, st->name, sl_kbf_kind_name(kind), sl_kbf_kind_name(st->kind));
+            if (strlen(st->name) == namelen && memcmp(st->name, name, namelen) == 0 && ttl != SL_KBF_TTL_IS_UNKNOWN &&
+                st->items != SL_KBF_TTL_IS_UNKNOWN && ttl != st->items)
+                return sl_errf(r->err, r->errlen, SL_ESTATE,
+                               "keyed state of key group %d: state '%s' has %s in the checkpoint but %s here "
+                               "(restore before the state is declared)",
+                               r->kg, st->name, ttl ? "TTL timestamps" : "no TTL timestamps",
+                               st->items ? "has them" : "has none");
         }
         if (rb->nstates >= RDB_MAX_STATES)
             return sl_errf(r->err, r->errlen, SL_ESTATE, "keyed state of key group %d: more than %d states", r->kg,
                            RDB_MAX_STATES);
         return SL_OK;
     }
-    int sid = rdb_register_restored(rb, name, namelen, kind, 0, SL_TTL_ON_CREATE_AND_WRITE);
+    int sid = rdb_register_restored(rb, name, namelen, kind, 0, SL_TTL_ON_CREATE_AND_WRITE, ttl);
     if (sid < 0)
         return sl_errf(r->err, r->errlen, SL_ESTATE, "keyed state of key group %d: cannot register state '%.*s': %s",
                        r->kg, (int)SL_MIN(namelen, 64u), name, rb->errc ? rb->err : "refused");
@@ -2324,6 +2359,7 @@ typedef struct rdb_meta_state {
     sl_state_kind_t kind;
     sl_ttl_update_t upd;
     int64_t ttl_ms;
+    int items; /* rdb_state_t.items */
     char *name;
 } rdb_meta_state_t;
 
@@ -2371,7 +2407,7 @@ static int rdb_read_meta(rocksdb_t *db, const char *dir, int maxp, rdb_meta_stat
     for (rocksdb_iter_seek(x.it, (const char *)lo, sizeof lo); rocksdb_iter_valid(x.it); rocksdb_iter_next(x.it)) {
         size_t kl, sl;
         const uint8_t *k = rdb_iter_key(x.it, &kl), *s = (const uint8_t *)rocksdb_iter_value(x.it, &sl);
-        if (kl != 5 || sl <= 10 || s[0] > SL_STATE_MAP || s[1] > SL_TTL_ON_READ_AND_WRITE ||
+        if (kl != 5 || sl <= 10 || s[0] > SL_STATE_MAP || (s[1] & 0x0f) > SL_TTL_ON_READ_AND_WRITE || (s[1] >> 6) ||
             memchr(s + 10, 0, sl - 10)) {
             rc = sl_errf(err, errlen, SL_EFORMAT, "rocksdb checkpoint '%s': a malformed state registry entry", dir);
             break;
@@ -2388,8 +2424,13 @@ static int rdb_read_meta(rocksdb_t *db, const char *dir, int maxp, rdb_meta_stat
         }
         m[n].sid = sid;
         m[n].kind = (sl_state_kind_t)s[0];
-        m[n].upd = (sl_ttl_update_t)s[1];
+        m[n].upd = (sl_ttl_update_t)(s[1] & 0x0f);
         m[n].ttl_ms = (int64_t)sl_ld64(s + 2);
+        unsigned it = (s[1] >> 4) & 3u;
+        m[n].items = it == 1 ? SL_KBF_TTL_IS_YES
+                     : it == 2 ? SL_KBF_TTL_IS_NO
+                     : it == 3 ? SL_KBF_TTL_IS_UNKNOWN
+                               : (m[n].ttl_ms > 0 ? SL_KBF_TTL_IS_YES : SL_KBF_TTL_IS_NO);
         m[n].name = sl_strndup((const char *)s + 10, sl - 10);
         n++;
     }
@@ -2445,7 +2486,8 @@ static rdb_backend_t *rdb_open_copy(int maxp, sl_kg_range_t range, const char *s
         rdb_destroy(&rb->base);
         return NULL;
     }
-    for (int i = 0; i < n; i++) rdb_add_state(rb, m[i].name, strlen(m[i].name), m[i].kind, m[i].ttl_ms, m[i].upd, true);
+    for (int i = 0; i < n; i++) rdb_add_state(rb, m[i].name, strlen(m[i].name), m[i].kind, m[i].ttl_ms, m[i].upd, true,
+                                        m[i].items);
     rdb_meta_free(m, n);
     /* Key groups outside the range: (at most) two range tombstones. */
     if (rdb_delete_kgs(rb, 0, range.start) || rdb_delete_kgs(rb, range.end, maxp)) {
@@ -2475,7 +2517,8 @@ static int rdb_copy_range(rdb_backend_t *rb, const char *src, int lo, int hi, ch
     if (!rc) {
         map = sl_malloc((size_t)SL_MAX(n, 1) * sizeof *map);
         for (int i = 0; i < n && !rc; i++) {
-            map[i] = rdb_register_restored(rb, m[i].name, strlen(m[i].name), m[i].kind, m[i].ttl_ms, m[i].upd);
+            map[i] = rdb_register_restored(rb, m[i].name, strlen(m[i].name), m[i].kind, m[i].ttl_ms, m[i].upd,
+                                           m[i].items);
             if (map[i] < 0)
                 rc = sl_errf(err, errlen, SL_ESTATE, "rocksdb checkpoint '%s': state '%s' (%s) conflicts with a state "
                              "of the same name from another checkpoint%s%s", src, m[i].name,

@@ -150,11 +150,15 @@ typedef struct sl_keyed_backend_ops {
      * into this backend, whose key group kg must hold no state yet.  A
      * state in the block that is not registered is registered on the fly
      * (its id is what register_state returns for the same name and kind
-     * later); one registered with another kind is an error.  The block is
-     * checked whole (checksum, structure, every key's key group) before
-     * anything is loaded, and an error while loading (a duplicate entry)
-     * removes what was loaded: the key group is all restored or left
-     * empty (states registered on the fly stay registered).  0, or < 0
+     * later) and keeps what the block says of its TTL timestamps until it
+     * is declared (register_state then migrates its items if the
+     * declaration's TTL-ness differs); one registered with another kind,
+     * or declared before the restore with the other TTL-ness, is an
+     * error.  The block is checked whole (checksum, structure, every
+     * key's key group) before anything is loaded, and an error while
+     * loading (a duplicate entry) removes what was loaded: the key group
+     * is all restored or left empty (states registered on the fly stay
+     * registered).  0, or < 0
      * with a message in err naming what is wrong.  Does not change the
      * current key.  Task thread. */
     int (*snapshot)(sl_keyed_backend_t *b, sl_kb_snapshot_t **out);
@@ -269,9 +273,15 @@ void sl_kb_snapshot_release(sl_kb_snapshot_t *s);
  * varint = unsigned LEB128, minimal (no redundant 0x80 groups), at most
  * 32 bits for lengths and counts; bytes = varint length, then the bytes.
  *
- *   block    := "SLKS" u8:version(1) varint:max_parallelism varint:key_group
+ *   block    := "SLKS" u8:version(2) varint:max_parallelism varint:key_group
  *               varint:nstates state* u64le:checksum
- *   state    := bytes:name u8:kind(0 value, 1 list, 2 map) varint:nentries entry*
+ *   state    := bytes:name u8:kind(0 value, 1 list, 2 map) | flags
+ *               varint:nentries entry*
+ *   flags    := 0x80 (SL_KBF_TTL): every value, list element and map value
+ *               starts with the 8-byte TTL timestamp (sl_state_desc_t);
+ *               0x40 (SL_KBF_TTL_UNKNOWN): whether they do is not known (a
+ *               state restored from a version-1 block, never declared since);
+ *               neither: no timestamp
  *   entry    := bytes:key bytes:namespace body
  *   body     := value:  bytes:value
  *             | list:   varint:n (>= 1) bytes:element*        (list order)
@@ -285,9 +295,27 @@ void sl_kb_snapshot_release(sl_kb_snapshot_t *s);
  * a key whose key group is not the block's, a max parallelism other than
  * theirs, and anything malformed.
  *
+ * Version 1 (before the flags): the same without flags; whether its items
+ * carry timestamps is not recorded, so readers report it as unknown
+ * (SL_KBF_TTL_IS_UNKNOWN) and a backend lets the state's declaration decide,
+ * as it did before version 2.  Version 2 readers reject unknown flag bits;
+ * version 1 readers reject a version 2 block by its version.
+ *
+ * TTL migration (Flink 2.2's TtlAwareSerializer): a state restored with
+ * timestamps and declared without a TTL (or the other way round) has its
+ * items rewritten in place by register_state (sl_kb_ttl_migrate): stripped,
+ * or given the backend's clock at that moment as their last access.  A
+ * changed TTL duration needs nothing (the timestamp is the last access).
+ *
  * The helpers below write and parse it; a backend's restore runs the
  * parser twice: once to check everything, once to load. */
-#define SL_KB_FORMAT_VERSION 1
+#define SL_KB_FORMAT_VERSION 2
+#define SL_KBF_TTL 0x80u
+#define SL_KBF_TTL_UNKNOWN 0x40u
+/* What a block says of a state's items (the visitor's `ttl`). */
+#define SL_KBF_TTL_IS_NO 0
+#define SL_KBF_TTL_IS_YES 1
+#define SL_KBF_TTL_IS_UNKNOWN (-1)
 #define SL_KB_FORMAT_MAX_STATES 65536 /* states of one operator, a sanity bound for readers */
 
 /* Writing: begin appends the header (nstates included) and returns the
@@ -296,12 +324,24 @@ size_t sl_kbf_begin(sl_buf_t *out, int max_parallelism, int kg, uint32_t nstates
 void sl_kbf_end(sl_buf_t *out, size_t start);
 void sl_kbf_varint(sl_buf_t *out, uint64_t v);
 void sl_kbf_bytes(sl_buf_t *out, const void *p, uint32_t n);
+/* The kind byte of a version-2 state header: kind | the flags of ttl
+ * (SL_KBF_TTL_IS_*). */
+static inline uint8_t sl_kbf_kind_byte(sl_state_kind_t kind, int ttl) {
+    return (uint8_t)((unsigned)kind | (ttl == SL_KBF_TTL_IS_YES  ? SL_KBF_TTL
+                                       : ttl == SL_KBF_TTL_IS_NO ? 0u
+                                                                 : SL_KBF_TTL_UNKNOWN));
+}
+/* A state's header: name, kind with the flags of ttl (SL_KBF_TTL_IS_*),
+ * number of entries. */
+void sl_kbf_state(sl_buf_t *out, const char *name, uint32_t namelen, sl_state_kind_t kind, int ttl,
+                  uint32_t nentries);
 static inline void sl_kbf_u8(sl_buf_t *out, uint8_t v) { sl_buf_append(out, &v, 1); }
 
 /* Parsing.  The visitor's calls come in block order; each returns 0 to go
  * on or < 0 to stop (that code is returned; the visitor writes err). */
 typedef struct sl_kbf_visitor {
-    int (*state)(void *c, const char *name, uint32_t namelen, sl_state_kind_t kind, uint32_t nentries);
+    /* ttl: SL_KBF_TTL_IS_YES / _NO / _UNKNOWN (a version-1 block, or the flag) */
+    int (*state)(void *c, const char *name, uint32_t namelen, sl_state_kind_t kind, int ttl, uint32_t nentries);
     /* n: 1 for a value, the elements of a list, the user keys of a map. */
     int (*entry)(void *c, const uint8_t *key, uint32_t klen, const uint8_t *ns, uint32_t nslen, uint32_t n);
     /* One value, list element or map entry (uk NULL, uklen 0 unless map). */
@@ -323,13 +363,15 @@ bool sl_kbf_rd_varint32(sl_kbf_reader_t *r, uint32_t *v);
 bool sl_kbf_rd_bytes(sl_kbf_reader_t *r, const uint8_t **p, uint32_t *n);
 bool sl_kbf_rd_u8(sl_kbf_reader_t *r, uint8_t *v);
 bool sl_kbf_rd_u64(sl_kbf_reader_t *r, uint64_t *v);
-/* Checks magic, version, max parallelism, key group and checksum of a
- * block and positions r after its header (end excludes the checksum).
+/* Checks magic, version (keyed state: 1 or 2; others: 1), max parallelism,
+ * key group and checksum of a block and positions r after its header (end
+ * excludes the checksum).
  * what names the block in messages ("keyed state", "timers"). */
 int sl_kbf_open(sl_kbf_reader_t *r, const uint8_t *data, size_t len, const char magic[4], int max_parallelism,
                 int kg, const char *what, char *err, size_t errlen);
-/* The header shared by the block kinds (magic, version, max parallelism,
- * key group); returns the block's start offset, for sl_kbf_end. */
+/* The header shared by the block kinds (magic, version — 2 for keyed state,
+ * 1 for the others —, max parallelism, key group); returns the block's
+ * start offset, for sl_kbf_end. */
 size_t sl_kbf_begin_magic(sl_buf_t *out, const char magic[4], int max_parallelism, int kg);
 /* "value", "list", "map". */
 const char *sl_kbf_kind_name(int kind);
@@ -341,8 +383,22 @@ const char *sl_kbf_kind_name(int kind);
  * fn returns NULL for a state to copy as it is.  The block is checked as
  * sl_kbf_parse does.  0, or < 0 with err naming the state. */
 typedef const struct sl_row_migration *(*sl_kbf_migration_fn)(void *c, const char *name, uint32_t namelen,
-                                                              sl_state_kind_t kind);
+                                                              sl_state_kind_t kind, int *ttl);
+/* (*ttl: what the block says of the state's timestamps, SL_KBF_TTL_IS_*;
+ * fn may resolve SL_KBF_TTL_IS_UNKNOWN from what it knows, e.g. the TTL the
+ * typed states' record holds.  The rewritten block is version 2 with the
+ * resolved flag; a row migration's items are migrated after their
+ * timestamp when *ttl is YES, or when it stays UNKNOWN and the migration
+ * has the timestamp prefix.) */
 int sl_kbf_migrate(const uint8_t *data, size_t len, int max_parallelism, int kg, sl_kbf_migration_fn fn, void *c,
                    sl_buf_t *out, char *err, size_t errlen);
+
+/* TTL migration (state_snapshot.c): rewrites every item of state sid (of
+ * this kind) in place through the backend's own calls — add: each value,
+ * list element and map value gets the 8-byte timestamp ts in front;
+ * otherwise the first 8 bytes are stripped (SL_EFORMAT for a shorter
+ * item).  Keeps the current key.  Backends call it from register_state
+ * when a restored state is declared with the other TTL-ness.  0 or < 0. */
+int sl_kb_ttl_migrate(sl_keyed_backend_t *b, int sid, sl_state_kind_t kind, bool add, int64_t ts);
 
 #endif

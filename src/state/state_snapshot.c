@@ -51,19 +51,31 @@ void sl_kbf_bytes(sl_buf_t *out, const void *p, uint32_t n) {
     sl_buf_append(out, p, n);
 }
 
-size_t sl_kbf_begin_magic(sl_buf_t *out, const char magic[4], int max_parallelism, int kg) {
+static size_t kbf_begin_v(sl_buf_t *out, const char magic[4], uint8_t version, int max_parallelism, int kg) {
     size_t start = out->len;
     sl_buf_append(out, magic, 4);
-    sl_kbf_u8(out, SL_KB_FORMAT_VERSION);
+    sl_kbf_u8(out, version);
     sl_kbf_varint(out, (uint64_t)max_parallelism);
     sl_kbf_varint(out, (uint64_t)kg);
     return start;
 }
 
+/* The other block kinds (timers) did not change: still version 1. */
+size_t sl_kbf_begin_magic(sl_buf_t *out, const char magic[4], int max_parallelism, int kg) {
+    return kbf_begin_v(out, magic, 1, max_parallelism, kg);
+}
+
 size_t sl_kbf_begin(sl_buf_t *out, int max_parallelism, int kg, uint32_t nstates) {
-    size_t start = sl_kbf_begin_magic(out, KBF_MAGIC, max_parallelism, kg);
+    size_t start = kbf_begin_v(out, KBF_MAGIC, SL_KB_FORMAT_VERSION, max_parallelism, kg);
     sl_kbf_varint(out, nstates);
     return start;
+}
+
+void sl_kbf_state(sl_buf_t *out, const char *name, uint32_t namelen, sl_state_kind_t kind, int ttl,
+                  uint32_t nentries) {
+    sl_kbf_bytes(out, name, namelen);
+    sl_kbf_u8(out, sl_kbf_kind_byte(kind, ttl));
+    sl_kbf_varint(out, nentries);
 }
 
 void sl_kbf_end(sl_buf_t *out, size_t start) {
@@ -135,10 +147,11 @@ int sl_kbf_open(sl_kbf_reader_t *r, const uint8_t *data, size_t len, const char 
     r->end = data + len - KBF_SUM;
     uint8_t ver = 0;
     uint32_t maxp, bkg;
-    if (!sl_kbf_rd_u8(r, &ver) || ver != SL_KB_FORMAT_VERSION)
+    int maxv = memcmp(magic, KBF_MAGIC, 4) == 0 ? SL_KB_FORMAT_VERSION : 1;
+    if (!sl_kbf_rd_u8(r, &ver) || ver < 1 || ver > maxv)
         return sl_errf(err, errlen, SL_EFORMAT,
-                       "%s of key group %d: unsupported format version %u (this build reads %d)", what, kg,
-                       (unsigned)ver, SL_KB_FORMAT_VERSION);
+                       "%s of key group %d: unsupported format version %u (this build reads 1 to %d)", what, kg,
+                       (unsigned)ver, maxv);
     if (!sl_kbf_rd_varint32(r, &maxp))
         return sl_errf(err, errlen, SL_EFORMAT, "%s of key group %d: bad max parallelism at byte %zu", what, kg,
                        kbf_off(r));
@@ -188,11 +201,19 @@ int sl_kbf_parse(const uint8_t *data, size_t len, int max_parallelism, int kg, c
         }
         uint8_t kind;
         uint32_t nent;
+        int ttl = SL_KBF_TTL_IS_UNKNOWN; /* version 1 does not say */
         what = "state kind";
-        if (!sl_kbf_rd_u8(&r, &kind) || kind > SL_STATE_MAP) goto bad;
+        if (!sl_kbf_rd_u8(&r, &kind)) goto bad;
+        if (data[4] >= 2) { /* the version byte, checked by sl_kbf_open */
+            uint8_t f = kind & (SL_KBF_TTL | SL_KBF_TTL_UNKNOWN);
+            kind &= (uint8_t)~f;
+            if (f == (SL_KBF_TTL | SL_KBF_TTL_UNKNOWN)) goto bad;
+            ttl = f == SL_KBF_TTL ? SL_KBF_TTL_IS_YES : f ? SL_KBF_TTL_IS_UNKNOWN : SL_KBF_TTL_IS_NO;
+        }
+        if (kind > SL_STATE_MAP) goto bad;
         what = "number of entries";
         if (!sl_kbf_rd_varint32(&r, &nent)) goto bad;
-        if (v && v->state && (rc = v->state(c, (const char *)name, namelen, (sl_state_kind_t)kind, nent)) < 0)
+        if (v && v->state && (rc = v->state(c, (const char *)name, namelen, (sl_state_kind_t)kind, ttl, nent)) < 0)
             return rc;
         for (ei = 0; ei < nent; ei++) {
             level = 2;
@@ -257,6 +278,7 @@ typedef struct migrate_ctx {
     void *c;
     sl_buf_t *out;
     const sl_row_migration_t *m; /* the current state's, or NULL */
+    uint32_t pre;                /* its items' timestamp bytes */
     sl_state_kind_t kind;
     char name[128];
     sl_row_writer_t w;
@@ -264,14 +286,16 @@ typedef struct migrate_ctx {
     size_t errlen;
 } migrate_ctx_t;
 
-static int mig_state(void *c, const char *name, uint32_t namelen, sl_state_kind_t kind, uint32_t nentries) {
+static int mig_state(void *c, const char *name, uint32_t namelen, sl_state_kind_t kind, int ttl, uint32_t nentries) {
     migrate_ctx_t *x = c;
-    x->m = x->fn(x->c, name, namelen, kind);
+    x->m = x->fn(x->c, name, namelen, kind, &ttl);
+    x->pre = ttl == SL_KBF_TTL_IS_YES ? SL_TTL_TS_BYTES
+             : ttl == SL_KBF_TTL_IS_NO ? 0
+             : x->m                    ? sl_row_migration_prefix(x->m)
+                                       : 0;
     x->kind = kind;
     snprintf(x->name, sizeof x->name, "%.*s", (int)SL_MIN(namelen, 100u), name);
-    sl_kbf_bytes(x->out, name, namelen);
-    sl_kbf_u8(x->out, (uint8_t)kind);
-    sl_kbf_varint(x->out, nentries);
+    sl_kbf_state(x->out, name, namelen, kind, ttl, nentries);
     return 0;
 }
 
@@ -292,7 +316,7 @@ static int mig_item(void *c, const uint8_t *uk, uint32_t uklen, const uint8_t *v
     }
     /* A TTL state's item: its timestamp stays as it is, the row after it
      * is checked or migrated. */
-    uint32_t pre = sl_row_migration_prefix(x->m);
+    uint32_t pre = x->pre;
     if (vlen < pre)
         return sl_errf(x->err, x->errlen, SL_EFORMAT,
                        "state '%s': an item of %u bytes is shorter than its %u-byte TTL timestamp", x->name,
@@ -337,4 +361,154 @@ int sl_kbf_migrate(const uint8_t *data, size_t len, int max_parallelism, int kg,
     if (rc) return rc;
     sl_kbf_end(out, start);
     return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* TTL migration of a registered state (Flink 2.2's TtlAwareSerializer) */
+
+/* (key, ns) pairs, each as u32 klen, key, u32 nslen, ns. */
+typedef struct ttlm_entries {
+    sl_buf_t b;
+    size_t n;
+} ttlm_entries_t;
+
+static int ttlm_entry(void *c, const void *key, uint32_t klen, const void *ns, uint32_t nslen) {
+    ttlm_entries_t *e = c;
+    uint8_t l[4];
+    sl_st32(l, klen);
+    sl_buf_append(&e->b, l, 4);
+    sl_buf_append(&e->b, key, klen);
+    sl_st32(l, nslen);
+    sl_buf_append(&e->b, l, 4);
+    sl_buf_append(&e->b, ns, nslen);
+    e->n++;
+    return 0;
+}
+
+/* Copies of one entry's items: list elements, or map (user key, value)s;
+ * each as u32 uklen, uk, u32 vlen, v (already converted). */
+typedef struct ttlm_items {
+    sl_buf_t b;
+    int n;
+    bool add, bad;
+    uint8_t ts[SL_TTL_TS_BYTES];
+} ttlm_items_t;
+
+static void ttlm_put(ttlm_items_t *it, const void *uk, uint32_t uklen, const void *v, uint32_t vlen) {
+    uint8_t l[4];
+    if (!it->add && vlen < SL_TTL_TS_BYTES) {
+        it->bad = true;
+        return;
+    }
+    sl_st32(l, uklen);
+    sl_buf_append(&it->b, l, 4);
+    if (uklen) sl_buf_append(&it->b, uk, uklen);
+    sl_st32(l, it->add ? vlen + SL_TTL_TS_BYTES : vlen - SL_TTL_TS_BYTES);
+    sl_buf_append(&it->b, l, 4);
+    if (it->add) {
+        sl_buf_append(&it->b, it->ts, SL_TTL_TS_BYTES);
+        if (vlen) sl_buf_append(&it->b, v, vlen);
+    } else if (vlen > SL_TTL_TS_BYTES) {
+        sl_buf_append(&it->b, (const uint8_t *)v + SL_TTL_TS_BYTES, vlen - SL_TTL_TS_BYTES);
+    }
+    it->n++;
+}
+
+static int ttlm_list_cb(void *c, const void *v, uint32_t len) {
+    ttlm_put(c, NULL, 0, v, len);
+    return 0;
+}
+
+static int ttlm_map_cb(void *c, const void *k, uint32_t klen, const void *v, uint32_t vlen) {
+    ttlm_put(c, k, klen, v, vlen);
+    return 0;
+}
+
+/* Rewrites the entries collected in e (current key set to each). */
+static int ttlm_rewrite(sl_keyed_backend_t *b, int sid, sl_state_kind_t kind, ttlm_items_t *it,
+                        const ttlm_entries_t *e) {
+    const sl_keyed_backend_ops_t *o = b->ops;
+    const uint8_t *p = e->b.p;
+    const void **vals = NULL;
+    uint32_t *lens = NULL;
+    int cap = 0, rc = 0;
+    for (size_t i = 0; i < e->n && rc == 0; i++) {
+        uint32_t klen = sl_ld32(p);
+        const uint8_t *key = p + 4;
+        uint32_t nslen = sl_ld32(key + klen);
+        const uint8_t *ns = key + klen + 4;
+        p = ns + nslen;
+        sl_kb_set_key(b, key, klen);
+        it->b.len = 0;
+        it->n = 0;
+        it->bad = false;
+        if (kind == SL_STATE_VALUE) {
+            uint32_t vlen = 0;
+            const void *v = o->get(b, sid, ns, nslen, &vlen);
+            if (!v) continue;
+            ttlm_put(it, NULL, 0, v, vlen);
+        } else if (kind == SL_STATE_LIST) {
+            rc = o->list_foreach(b, sid, ns, nslen, ttlm_list_cb, it);
+            if (rc > 0) rc = 0;
+        } else {
+            rc = o->map_foreach(b, sid, ns, nslen, ttlm_map_cb, it);
+            if (rc > 0) rc = 0;
+        }
+        if (rc < 0) break;
+        if (it->bad) {
+            rc = SL_EFORMAT; /* an item shorter than the timestamp it should have */
+            break;
+        }
+        if (it->n > cap) {
+            cap = it->n * 2;
+            vals = sl_realloc(vals, (size_t)cap * sizeof *vals);
+            lens = sl_realloc(lens, (size_t)cap * sizeof *lens);
+        }
+        const uint8_t *q = it->b.p;
+        for (int j = 0; j < it->n && rc == 0; j++) {
+            uint32_t uklen = sl_ld32(q);
+            const uint8_t *uk = q + 4;
+            uint32_t vlen = sl_ld32(uk + uklen);
+            const uint8_t *v = uk + uklen + 4;
+            q = v + vlen;
+            vals[j] = v;
+            lens[j] = vlen;
+            if (kind == SL_STATE_VALUE) rc = o->put(b, sid, ns, nslen, v, vlen);
+            else if (kind == SL_STATE_MAP) rc = o->map_put(b, sid, ns, nslen, uk, uklen, v, vlen);
+        }
+        if (rc == 0 && kind == SL_STATE_LIST && it->n) rc = o->list_replace(b, sid, ns, nslen, it->n, vals, lens);
+    }
+    sl_free(vals);
+    sl_free(lens);
+    return rc < 0 ? rc : 0;
+}
+
+int sl_kb_ttl_migrate(sl_keyed_backend_t *b, int sid, sl_state_kind_t kind, bool add, int64_t ts) {
+    if (!b || sid < 0 || (int)kind < SL_STATE_VALUE || kind > SL_STATE_MAP) return SL_EINVAL;
+    /* the current key, put back afterwards */
+    bool had_key = b->key && b->kg >= b->range.start && b->kg < b->range.end;
+    uint32_t savedlen = b->keylen;
+    uint64_t savedhash = b->keyhash;
+    uint8_t *saved = had_key ? sl_malloc(savedlen ? savedlen : 1) : NULL;
+    if (had_key && savedlen) memcpy(saved, b->key, savedlen);
+    ttlm_items_t it = {.add = add};
+    sl_st64(it.ts, (uint64_t)ts);
+    ttlm_entries_t e = {0};
+    int rc = 0;
+    if (b->ops->foreach_entry_kg) { /* a key group at a time: bounded memory */
+        for (int kg = b->range.start; kg < b->range.end && rc == 0; kg++) {
+            e.b.len = 0;
+            e.n = 0;
+            rc = b->ops->foreach_entry_kg(b, sid, kg, ttlm_entry, &e);
+            if (rc == 0) rc = ttlm_rewrite(b, sid, kind, &it, &e);
+        }
+    } else {
+        rc = b->ops->foreach_entry(b, sid, ttlm_entry, &e);
+        if (rc == 0) rc = ttlm_rewrite(b, sid, kind, &it, &e);
+    }
+    if (had_key) sl_kb_set_key_hashed(b, saved, savedlen, savedhash);
+    sl_free(saved);
+    sl_buf_free(&e.b);
+    sl_buf_free(&it.b);
+    return rc < 0 ? rc : 0;
 }

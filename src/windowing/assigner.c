@@ -31,6 +31,9 @@ sl_window_assigner_t *sl_sliding_event_time(int64_t size_ms, int64_t slide_ms, i
 sl_window_assigner_t *sl_session_event_time(int64_t gap_ms) {
     return assigner_new(SL_ASSIGNER_SESSION, true, gap_ms, 0, 0);
 }
+sl_window_assigner_t *sl_cumulative_event_time(int64_t max_size_ms, int64_t step_ms, int64_t offset_ms) {
+    return assigner_new(SL_ASSIGNER_CUMULATIVE, true, max_size_ms, step_ms, offset_ms);
+}
 sl_window_assigner_t *sl_tumbling_processing_time(int64_t size_ms, int64_t offset_ms) {
     return assigner_new(SL_ASSIGNER_TUMBLING, false, size_ms, 0, offset_ms);
 }
@@ -75,6 +78,7 @@ static const char *kind_name(const sl_window_assigner_t *a) {
     case SL_ASSIGNER_TUMBLING: return a->event_time ? "TumblingEventTimeWindows" : "TumblingProcessingTimeWindows";
     case SL_ASSIGNER_SLIDING: return a->event_time ? "SlidingEventTimeWindows" : "SlidingProcessingTimeWindows";
     case SL_ASSIGNER_SESSION: return a->event_time ? "EventTimeSessionWindows" : "ProcessingTimeSessionWindows";
+    case SL_ASSIGNER_CUMULATIVE: return "CumulativeEventTimeWindows";
     }
     return "WindowAssigner";
 }
@@ -98,6 +102,14 @@ int sl_assigner_validate(const sl_window_assigner_t *a, char *err, size_t cap) {
             return sl_errf(err, cap, SL_EINVAL,
                            "%s(size %" PRId64 " ms, slide %" PRId64 " ms, offset %" PRId64
                            " ms): parameters must satisfy size > 0, slide > 0 and abs(offset) < slide",
+                           k, a->size, a->slide, a->offset);
+        return 0;
+    case SL_ASSIGNER_CUMULATIVE:
+        if (a->size <= 0 || a->slide <= 0 || a->size % a->slide != 0 || !offset_ok(a->offset, a->size))
+            return sl_errf(err, cap, SL_EINVAL,
+                           "%s(max size %" PRId64 " ms, step %" PRId64 " ms, offset %" PRId64
+                           " ms): parameters must satisfy step > 0, max size a multiple of step and abs(offset) < "
+                           "max size",
                            k, a->size, a->slide, a->offset);
         return 0;
     case SL_ASSIGNER_SESSION:
@@ -135,6 +147,21 @@ int sl_assigner_assign(const sl_window_assigner_t *a, int64_t t, sl_window_t *ou
         }
         return n;
     }
+    case SL_ASSIGNER_CUMULATIVE: {
+        /* the windows of the max-size window holding t that end after t, shortest first */
+        int64_t s = sl_window_start(t, a->offset, a->size), e = sat_add(s, a->size);
+        int64_t first = sat_add(sl_window_start(t, a->offset, a->slide), a->slide);
+        int n = 0;
+        for (int64_t end = first; end <= e && end > s; end = sat_add(end, a->slide)) {
+            if (n < cap) {
+                out[n].start = s;
+                out[n].end = end;
+            }
+            n++;
+            if (end == INT64_MAX) break;
+        }
+        return n;
+    }
     case SL_ASSIGNER_SESSION:
         if (cap > 0) {
             out[0].start = t;
@@ -146,13 +173,14 @@ int sl_assigner_assign(const sl_window_assigner_t *a, int64_t t, sl_window_t *ou
 }
 
 int64_t sl_assigner_max_windows(const sl_window_assigner_t *a) {
+    if (a->kind == SL_ASSIGNER_CUMULATIVE) return a->size / a->slide;
     if (a->kind != SL_ASSIGNER_SLIDING) return 1;
     return a->size / a->slide + (a->size % a->slide != 0);
 }
 
 size_t sl_assigner_describe(const sl_window_assigner_t *a, char *buf, size_t cap) {
     int n;
-    if (a->kind == SL_ASSIGNER_SLIDING)
+    if (a->kind == SL_ASSIGNER_SLIDING || a->kind == SL_ASSIGNER_CUMULATIVE)
         n = snprintf(buf, cap, "%s(%" PRId64 ", %" PRId64 ")", kind_name(a), a->size, a->slide);
     else
         n = snprintf(buf, cap, "%s(%" PRId64 ")", kind_name(a), a->size);

@@ -72,15 +72,23 @@ typedef enum sl_assigner_kind {
     SL_ASSIGNER_TUMBLING = 1,
     SL_ASSIGNER_SLIDING,
     SL_ASSIGNER_SESSION,
+    SL_ASSIGNER_CUMULATIVE, /* Flink SQL's CUMULATE: [start, start + k * slide) for k = 1 .. size / slide */
 } sl_assigner_kind_t;
 
 struct sl_window_assigner {
     sl_assigner_kind_t kind;
     bool event_time;  /* else processing time */
-    int64_t size;     /* tumbling/sliding: size; session: gap */
-    int64_t slide;    /* sliding only */
-    int64_t offset;   /* tumbling/sliding */
+    int64_t size;     /* tumbling/sliding/cumulative: size (cumulative: the max size); session: gap */
+    int64_t slide;    /* sliding; cumulative: the step */
+    int64_t offset;   /* tumbling/sliding/cumulative */
 };
+
+/* Event-time cumulative windows (Flink SQL's CUMULATE window table
+ * function): an element at t belongs to [s, s + k * step) for every k with
+ * s + k * step > t, k <= max_size / step, where s is the start of the
+ * max_size-window holding t.  max_size must be a multiple of step (checked
+ * by sl_assigner_validate).  Internal: used by src/sql/. */
+sl_window_assigner_t *sl_cumulative_event_time(int64_t max_size_ms, int64_t step_ms, int64_t offset_ms);
 
 /* Start of the window of `size` (offset `offset`) that holds t:
  * t - ((t - offset) mod size) with a non-negative mod, computed without
