@@ -253,7 +253,7 @@ TEST(unsupported_refused_by_name) {
     }
     e = try_parse(j);
     CHECK_CONTAINS(e, "HASH exchange");
-    CHECK_CONTAINS(e, "only into group and window aggregates");
+    CHECK_CONTAINS(e, "only into aggregates, deduplicate and rank");
     json_decref(j);
 
     j = json_deep_copy(base); /* an updating input into a node that takes none: UNION ALL of the aggregate */

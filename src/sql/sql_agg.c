@@ -79,12 +79,6 @@ void sql_agg_free(sql_agg_t *a) {
     sl_free(a);
 }
 
-static int flat_of(const sql_input_t *in, int col) {
-    int f = 0;
-    for (int i = 0; i < col; i++) f += in->cols[i]->width;
-    return f;
-}
-
 static bool minmax_kind(sql_kind_t k) {
     return sql_kind_integral(k) || k == SK_DOUBLE || k == SK_DECIMAL || sql_kind_string(k) || k == SK_TIMESTAMP ||
            k == SK_BOOLEAN;
@@ -96,7 +90,7 @@ sql_agg_t *sql_agg_parse(const json_t *jn, const sql_input_t *in, bool in_change
     a->desc = sl_strdup(desc);
     char m[256];
     a->t_bigint = sql_type_parse_str("BIGINT NOT NULL", m, sizeof m);
-    int in_width = flat_of(in, in->ncols);
+    int in_width = sql_flat_of(in, in->ncols);
     a->in_kind = in_changelog ? in_width : -1;
     json_t *cfg = json_object_get(jn, "configuration");
     const char *mb = json_string_value(json_object_get(cfg, "table.exec.mini-batch.enabled"));
@@ -136,7 +130,7 @@ sql_agg_t *sql_agg_parse(const json_t *jn, const sql_input_t *in, bool in_change
             goto fail;
         }
         a->group_col[i] = c;
-        a->group_flat[i] = flat_of(in, c);
+        a->group_flat[i] = sql_flat_of(in, c);
         a->group_type[i] = in->cols[c];
         a->key.flat[i] = a->group_flat[i];
         a->key.types[i] = in->cols[c];
@@ -194,7 +188,7 @@ sql_agg_t *sql_agg_parse(const json_t *jn, const sql_input_t *in, bool in_change
             }
             int col = (int)json_integer_value(ja);
             c->arg_type[k] = in->cols[col];
-            c->arg_flat[k] = flat_of(in, col);
+            c->arg_flat[k] = sql_flat_of(in, col);
             if (in->cols[col]->kind == SK_ROW) {
                 sql_perr(err, errlen, "%s: aggregate %s of a ROW column is not supported", desc, iname);
                 goto fail;
@@ -207,7 +201,7 @@ sql_agg_t *sql_agg_parse(const json_t *jn, const sql_input_t *in, bool in_change
                 sql_perr(err, errlen, "%s: aggCalls[%d].filterArg is not a BOOLEAN column of the input", desc, i);
                 goto fail;
             }
-            c->filter_flat = flat_of(in, f);
+            c->filter_flat = sql_flat_of(in, f);
         }
         bool need_retract = json_is_true(json_array_get(retr, (size_t)i));
         const sql_type_t *a0 = c->nargs ? c->arg_type[0] : NULL;

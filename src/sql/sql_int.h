@@ -97,6 +97,13 @@ typedef struct sql_input {
     sql_type_t **cols;
 } sql_input_t;
 
+/* The flat field where input column col starts. */
+static inline int sql_flat_of(const sql_input_t *in, int col) {
+    int f = 0;
+    for (int i = 0; i < col; i++) f += in->cols[i]->width;
+    return f;
+}
+
 /* Compiles a RexNode (JSON) against the input columns; where (e.g. "node 4
  * (Calc(...))") prefixes messages.  NULL and a message naming the function,
  * type or field that is not supported or malformed. */
@@ -178,5 +185,31 @@ void sql_window_free(sql_window_t *w);
 /* The event-time window operator of the aggregate, keyed by its grouping
  * columns (none: one key); out_schema is the node's flat schema. */
 sl_stream_t *sql_window_build(sl_env_t *env, sl_stream_t *in, sql_window_t *w, sl_schema_t *out_schema);
+
+/* ---- deduplication (sql_dedup.c) and Top-N (sql_rank.c) ---------------------- */
+
+typedef struct sql_dedup sql_dedup_t;
+/* Parses a stream-exec-deduplicate_1 node over input `in`; NULL and a
+ * message naming what is not supported (mini-batch, an updating input, ...). */
+sql_dedup_t *sql_dedup_parse(const json_t *jn, const sql_input_t *in, bool in_changelog, const char *desc, char *err,
+                             size_t errlen);
+void sql_dedup_free(sql_dedup_t *d);
+/* Whether the output carries a row kind (false: insert-only, keep-first on proctime). */
+bool sql_dedup_out_changelog(const sql_dedup_t *d);
+/* The keyed process operator, keyed by the unique key; out_schema is the
+ * input's flat schema (plus the kind field if the output is a changelog). */
+sl_stream_t *sql_dedup_build(sl_env_t *env, sl_stream_t *in, sql_dedup_t *d, sl_schema_t *out_schema);
+
+typedef struct sql_rank sql_rank_t;
+/* Parses a stream-exec-rank_1 node over input `in`; NULL and a message
+ * naming what is not supported (RANK, a strategy, a variable range, ...). */
+sql_rank_t *sql_rank_parse(const json_t *jn, const sql_input_t *in, bool in_changelog, const char *desc, char *err,
+                           size_t errlen);
+void sql_rank_free(sql_rank_t *r);
+/* Whether the output has the rank number column (after the input's). */
+bool sql_rank_out_rank(const sql_rank_t *r);
+/* The keyed process operator, keyed by the partition columns; out_schema is
+ * the input's flat fields, the rank number if any, then the kind field. */
+sl_stream_t *sql_rank_build(sl_env_t *env, sl_stream_t *in, sql_rank_t *r, sl_schema_t *out_schema);
 
 #endif

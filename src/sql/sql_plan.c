@@ -25,6 +25,10 @@
  *                                    sql_window.c (event-time windows of
  *                                    sluice's window operator; the local node
  *                                    and its exchange pass rows through)
+ *   stream-exec-deduplicate_1        sql_dedup.c (keyed by the unique key: keep first /
+ *                                    last row on rowtime or proctime, changelog output)
+ *   stream-exec-rank_1               sql_rank.c (Top-N, ROW_NUMBER, AppendFast: keyed by
+ *                                    the partition, map state sort key -> rows)
  *   stream-exec-union_1              sl_union (insert-only inputs)
  *   stream-exec-sink_1               'blackhole', 'print' (or every sink to a
  *                                    collect file, sl_sql_opts_t.collect_path),
@@ -51,11 +55,15 @@
 
 typedef enum {
     N_SCAN, N_CALC, N_WATERMARK, N_EXCHANGE, N_UNION, N_SINK, N_GROUP_AGG, N_GROUP_WINDOW, N_WINDOW_AGG, N_LOCAL_WAGG,
-    N_GLOBAL_WAGG
+    N_GLOBAL_WAGG, N_DEDUP, N_RANK
 } ntype_t;
 
-/* Nodes that key their input by their grouping columns (a HASH / SINGLETON exchange may feed them). */
-static bool keyed_node(ntype_t t) { return t == N_GROUP_AGG || t == N_GROUP_WINDOW || t == N_WINDOW_AGG || t == N_GLOBAL_WAGG; }
+/* Nodes that key their input (a HASH / SINGLETON exchange may feed them): aggregates by their
+ * grouping columns, deduplicate by its unique key, rank by its partition. */
+static bool keyed_node(ntype_t t) {
+    return t == N_GROUP_AGG || t == N_GROUP_WINDOW || t == N_WINDOW_AGG || t == N_GLOBAL_WAGG || t == N_DEDUP ||
+           t == N_RANK;
+}
 
 static const struct {
     const char *name;
@@ -68,6 +76,8 @@ static const struct {
     {"stream-exec-group-aggregate", N_GROUP_AGG, 1}, {"stream-exec-group-window-aggregate", N_GROUP_WINDOW, 1},
     {"stream-exec-window-aggregate", N_WINDOW_AGG, 1}, {"stream-exec-local-window-aggregate", N_LOCAL_WAGG, 1},
     {"stream-exec-global-window-aggregate", N_GLOBAL_WAGG, 1},
+    {"stream-exec-deduplicate", N_DEDUP, 1},
+    {"stream-exec-rank", N_RANK, 1},
 };
 
 enum { DIST_ANY, DIST_HASH, DIST_SINGLETON };
@@ -113,6 +123,9 @@ typedef struct pnode {
     sql_window_t *win;
     json_t *spec;
     bool borrowed_cols; /* cols are the input's (a local window aggregate and its exchange pass rows through) */
+    /* deduplicate, rank */
+    sql_dedup_t *dedup;
+    sql_rank_t *rank;
 } pnode_t;
 
 struct sl_sql_plan {
@@ -152,6 +165,8 @@ static void node_free(pnode_t *n) {
     sl_free(n->print_id);
     sl_free(n->table);
     sql_agg_free(n->agg);
+    sql_dedup_free(n->dedup);
+    sql_rank_free(n->rank);
 }
 
 static void plan_release(void *p) {
@@ -513,6 +528,39 @@ static int parse_window(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, siz
     return 0;
 }
 
+/* The output's flat fields are the input's (then, for a rank, the rank number). */
+static int check_passthrough(sl_sql_plan_t *p, pnode_t *n, bool rank_col, char *err, size_t errlen) {
+    const pnode_t *in = &p->nodes[n->inputs[0]];
+    bool ok = n->ncols == in->ncols + (rank_col ? 1 : 0) && n->width == in->width + (rank_col ? 1 : 0);
+    for (int f = 0; ok && f < in->width; f++)
+        ok = sl_schema_field_type(n->schema, f) == sl_schema_field_type(in->schema, f);
+    if (ok && rank_col) ok = n->cols[n->ncols - 1]->kind == SK_BIGINT;
+    if (!ok)
+        return sql_perr(err, errlen, "%s: the output columns are not the input's%s", n->desc,
+                        rank_col ? " and a BIGINT rank number" : "");
+    return 0;
+}
+
+static int parse_dedup(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, size_t errlen) {
+    sql_input_t in = input_of(p, n);
+    char m[512] = "";
+    n->dedup = sql_dedup_parse(jn, &in, n->in_kind >= 0, n->desc, m, sizeof m);
+    if (!n->dedup) return sql_perr(err, errlen, "%s", m);
+    n->changelog = sql_dedup_out_changelog(n->dedup);
+    int rc = parse_output(n, jn, err, errlen);
+    return rc < 0 ? rc : check_passthrough(p, n, false, err, errlen);
+}
+
+static int parse_rank(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, size_t errlen) {
+    sql_input_t in = input_of(p, n);
+    char m[512] = "";
+    n->rank = sql_rank_parse(jn, &in, n->in_kind >= 0, n->desc, m, sizeof m);
+    if (!n->rank) return sql_perr(err, errlen, "%s", m);
+    n->changelog = true;
+    int rc = parse_output(n, jn, err, errlen);
+    return rc < 0 ? rc : check_passthrough(p, n, sql_rank_out_rank(n->rank), err, errlen);
+}
+
 static int parse_sink(sl_sql_plan_t *p, pnode_t *n, json_t *jn, char *err, size_t errlen) {
     json_t *dts = json_object_get(jn, "dynamicTableSink");
     json_t *table = json_object_get(dts, "table");
@@ -723,7 +771,7 @@ sl_sql_plan_t *sl_sql_plan_parse(const char *json, size_t len, char *err, size_t
         for (int k = 0; k < n->ninputs; k++) {
             const pnode_t *src = &p->nodes[n->inputs[k]];
             if (src->t == N_EXCHANGE && src->dist != DIST_ANY && !keyed_node(n->t)) {
-                rc = sql_perr(err, errlen, "%s: a %s exchange (%s) into it is not supported yet (only into group and window aggregates)",
+                rc = sql_perr(err, errlen, "%s: a %s exchange (%s) into it is not supported yet (only into aggregates, deduplicate and rank)",
                           n->desc, src->dist == DIST_HASH ? "HASH" : "SINGLETON", src->desc);
                 goto out;
             }
@@ -740,6 +788,8 @@ sl_sql_plan_t *sl_sql_plan_parse(const char *json, size_t len, char *err, size_t
         switch (n->t) {
         case N_SCAN: rc = parse_scan(n, jn, err, errlen); break;
         case N_GROUP_AGG: rc = parse_group_agg(p, n, jn, err, errlen); break;
+        case N_DEDUP: rc = parse_dedup(p, n, jn, err, errlen); break;
+        case N_RANK: rc = parse_rank(p, n, jn, err, errlen); break;
         case N_CALC: rc = parse_calc(p, n, jn, err, errlen); break;
         case N_WATERMARK: rc = parse_watermark(p, n, jn, err, errlen); break;
         case N_EXCHANGE: rc = parse_exchange(p, n, jn, err, errlen); break;
@@ -1132,8 +1182,8 @@ int sl_sql_plan_build(sl_env_t *env, sl_sql_plan_t *plan, const sl_sql_opts_t *o
             break;
         }
         case N_EXCHANGE:
-            /* FORWARD/ANY: nothing; HASH/SINGLETON feed only group aggregates (parse checks),
-             * which key by their grouping columns — the exchange's keys */
+            /* FORWARD/ANY: nothing; HASH/SINGLETON feed only keyed nodes (parse checks),
+             * which key by the exchange's keys (grouping columns, unique key, partition) */
             st[i] = in;
             continue;
         case N_GROUP_AGG:
@@ -1147,6 +1197,12 @@ int sl_sql_plan_build(sl_env_t *env, sl_sql_plan_t *plan, const sl_sql_opts_t *o
         case N_WINDOW_AGG:
         case N_GLOBAL_WAGG:
             st[i] = sql_window_build(env, in, n->win, n->schema);
+            break;
+        case N_DEDUP:
+            st[i] = sql_dedup_build(env, in, n->dedup, n->schema);
+            break;
+        case N_RANK:
+            st[i] = sql_rank_build(env, in, n->rank, n->schema);
             break;
         case N_UNION:
             /* inputs named otherwise are renamed to the union's schema first */

@@ -78,12 +78,6 @@ void sql_window_free(sql_window_t *w) {
     sl_free(w);
 }
 
-static int flat_of(const sql_input_t *in, int col) {
-    int f = 0;
-    for (int i = 0; i < col; i++) f += in->cols[i]->width;
-    return f;
-}
-
 /* Java's Duration.toString ("PT10S", "PT0.5S", "PT1H30M") in ms; -1 if malformed. */
 static int64_t parse_duration(const char *s) {
     if (!s || strncmp(s, "PT", 2)) return -1;
@@ -178,7 +172,7 @@ static int parse_windowing(sql_window_t *w, const json_t *jw, const sql_input_t 
         return sql_perr(err, errlen, "%s: \"windowing\".\"%s\" is missing or not a column", desc,
                         w->attached ? "windowEnd" : "timeAttributeIndex");
     *time_col = (int)json_integer_value(ti);
-    w->end_flat = flat_of(in, *time_col);
+    w->end_flat = sql_flat_of(in, *time_col);
     json_t *win = json_object_get(jw, "window");
     const char *type = json_string_value(json_object_get(win, "type"));
     if (!type) return sql_perr(err, errlen, "%s: \"windowing\".\"window\".\"type\" is missing", desc);
@@ -239,14 +233,14 @@ static int parse_calls(sql_window_t *w, const json_t *spec, const sql_input_t *i
             if (in->cols[col]->kind == SK_ROW)
                 return sql_perr(err, errlen, "%s: aggregate %s of a ROW column is not supported", desc, iname);
             c->arg_type[k] = in->cols[col];
-            c->arg_flat[k] = flat_of(in, col);
+            c->arg_flat[k] = sql_flat_of(in, col);
         }
         int f = (int)json_integer_value(fa);
         c->filter_flat = -1;
         if (f >= 0) {
             if (f >= in->ncols || in->cols[f]->kind != SK_BOOLEAN)
                 return sql_perr(err, errlen, "%s: aggCalls[%d].filterArg is not a BOOLEAN column of the input", desc, i);
-            c->filter_flat = flat_of(in, f);
+            c->filter_flat = sql_flat_of(in, f);
         }
         const sql_type_t *a0 = c->nargs ? c->arg_type[0] : NULL;
         sql_kind_t rk = c->rtype->kind;
@@ -335,7 +329,7 @@ sql_window_t *sql_window_parse(const json_t *jn, const json_t *spec, bool legacy
             rc = sql_perr(err, errlen, "%s: output column %d is not of its grouping column's type", desc, i);
             goto fail;
         }
-        w->group_flat[i] = flat_of(in, c);
+        w->group_flat[i] = sql_flat_of(in, c);
         w->key.flat[i] = w->group_flat[i];
         w->key.types[i] = in->cols[c];
     }
