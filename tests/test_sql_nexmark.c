@@ -37,90 +37,14 @@
 #include "sluice/sluice.h"
 #include "sluice/sql.h"
 #include "pipeline_util.h"
+#include "sql_util.h"
 #include "test.h"
 
-static char g_src[1024]; /* tests/ of the source tree */
-static char g_jar[1200];
 static unsigned g_seed;
-
-static void paths_init(void) {
-    snprintf(g_src, sizeof g_src, "%s", __FILE__);
-    char *s = strrchr(g_src, '/');
-    if (s) *s = 0;
-    else snprintf(g_src, sizeof g_src, ".");
-#ifdef SLUICE_SQL_JAR
-    snprintf(g_jar, sizeof g_jar, "%s", SLUICE_SQL_JAR);
-#else
-    const char *e = getenv("SLUICE_SQL_JAR");
-    if (e && *e) snprintf(g_jar, sizeof g_jar, "%s", e);
-    else snprintf(g_jar, sizeof g_jar, "%s/../sql/compiler/target/sluice-sql-compiler.jar", g_src);
-#endif
-}
 
 static bool exists(const char *p) {
     struct stat st;
     return stat(p, &st) == 0;
-}
-
-typedef struct lines {
-    char **v;
-    size_t n, cap;
-} lines_t;
-
-static void lines_free(lines_t *l) {
-    for (size_t i = 0; i < l->n; i++) free(l->v[i]);
-    free(l->v);
-    memset(l, 0, sizeof *l);
-}
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* Reads the file's lines, in order. */
-static bool read_lines_ordered(const char *path, lines_t *l) {
-    FILE *f = fopen(path, "r");
-    if (!f) return false;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    while ((n = getline(&line, &cap, f)) >= 0) {
-        if (n > 0 && line[n - 1] == '\n') line[--n] = 0;
-        if (l->n == l->cap) {
-            l->cap = l->cap ? 2 * l->cap : 1024;
-            l->v = realloc(l->v, l->cap * sizeof *l->v);
-        }
-        l->v[l->n++] = strdup(line);
-    }
-    free(line);
-    fclose(f);
-    return true;
-}
-
-/* Reads the file's lines, sorted. */
-static bool read_lines(const char *path, lines_t *l) {
-    if (!read_lines_ordered(path, l)) return false;
-    qsort(l->v, l->n, sizeof *l->v, cmp_str);
-    return true;
-}
-
-/* Multisets equal; prints the first difference. */
-static bool same_lines(const char *what, lines_t *a, lines_t *b) {
-    size_t i = 0, j = 0;
-    while (i < a->n && j < b->n) {
-        int c = strcmp(a->v[i], b->v[j]);
-        if (c == 0) {
-            i++;
-            j++;
-            continue;
-        }
-        fprintf(stderr, "%s: %s has a row the other lacks: %s\n", what, c < 0 ? "sluice" : "flink",
-                c < 0 ? a->v[i] : b->v[j]);
-        return false;
-    }
-    if (i < a->n || j < b->n) {
-        fprintf(stderr, "%s: sluice %zu rows, flink %zu rows\n", what, a->n, b->n);
-        return false;
-    }
-    return true;
 }
 
 /* A changelog of canonical lines ("+U|k1|k2|v...") applied to a table whose
@@ -184,22 +108,6 @@ static void query_args(const char *q, int64_t events, long tps, char *buf, size_
 }
 
 static const long TPS[] = {1000, 37000, 10000000};
-
-/* Flink's rows (reference) and the compiled plan of query q. */
-static bool flink_side(const char *q, const char *args, const char *ref, const char *plan) {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "java -jar '%s' run %s > '%s' 2> '%s.err'", g_jar, args, ref, ref);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "%s: the reference run failed: %s (see %s.err)\n", q, cmd, ref);
-        return false;
-    }
-    snprintf(cmd, sizeof cmd, "java -jar '%s' compile -o '%s' %s", g_jar, plan, args);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "%s: compiling failed: %s\n", q, cmd);
-        return false;
-    }
-    return true;
-}
 
 /* nkey < 0: the rows compared as multisets; else as final tables keyed by the first nkey columns. */
 static bool check_query_k(const char *q, int nkey) {
@@ -305,86 +213,6 @@ TEST(window_queries_refused_by_name) {
 
 /* ---- checkpoint, failure, restore at another parallelism ---- */
 
-static txn_collected_t *g_txn;
-static atomic_int g_armed;
-static atomic_long g_written;
-static sl_sink_ops_t g_fail_ops;
-
-/* The transactional sink's write; armed, it slows down until a completed
- * checkpoint committed rows, then fails once, some rows later. */
-static int failing_write(void *w, const sl_record_t *rec, char *err, size_t el) {
-    if (atomic_load(&g_armed)) {
-        pthread_mutex_lock(&g_txn->mu);
-        int64_t committed = g_txn->out->n; /* rows delivered by a completed checkpoint */
-        pthread_mutex_unlock(&g_txn->mu);
-        if (committed == 0) {
-            struct timespec ts = {0, 200000};
-            nanosleep(&ts, NULL);
-        } else if (atomic_fetch_add(&g_written, 1) >= 200 && atomic_exchange(&g_armed, 0)) {
-            snprintf(err, el, "injected failure");
-            return SL_EUSER;
-        }
-    }
-    return txn_collect_ops.write(w, rec, err, el);
-}
-
-static sl_schema_t *g_sink_schema;
-
-static sl_sink_t txn_override(void *ctx, int i, const sl_schema_t *schema) {
-    if (g_sink_schema) sl_schema_unref(g_sink_schema);
-    g_sink_schema = sl_schema_ref((sl_schema_t *)schema);
-    return (sl_sink_t){&g_fail_ops, ctx};
-}
-
-/* The committed rows (BIGINT / INT / VARCHAR columns, "$rowkind" last) as canonical lines. */
-static void committed_lines(collected_t *c, const sl_schema_t *sc, lines_t *l) {
-    static const char *const K[] = {"+I", "-U", "+U", "-D"};
-    int nf = sl_schema_field_count(sc);
-    for (int64_t i = 0; i < c->n; i++) {
-        sl_row_t r = collected_row(c, i, sc);
-        char buf[4096];
-        int k = snprintf(buf, sizeof buf, "%s", K[sl_row_i32(&r, nf - 1) & 3]);
-        for (int f = 0; f < nf - 1 && k < (int)sizeof buf - 64; f++) {
-            if (sl_row_is_null(&r, f)) k += snprintf(buf + k, sizeof buf - (size_t)k, "|\\N");
-            else if (sl_schema_field_type(sc, f) == SL_BIGINT)
-                k += snprintf(buf + k, sizeof buf - (size_t)k, "|%lld", (long long)sl_row_i64(&r, f));
-            else if (sl_schema_field_type(sc, f) == SL_INT)
-                k += snprintf(buf + k, sizeof buf - (size_t)k, "|%d", sl_row_i32(&r, f));
-            else {
-                uint32_t len;
-                const char *str = sl_row_str(&r, f, &len);
-                k += snprintf(buf + k, sizeof buf - (size_t)k, "|%.*s", (int)(len > 1000 ? 1000 : len), str);
-            }
-        }
-        if (l->n == l->cap) {
-            l->cap = l->cap ? 2 * l->cap : 1024;
-            l->v = realloc(l->v, l->cap * sizeof *l->v);
-        }
-        l->v[l->n++] = strdup(buf);
-    }
-}
-
-static int run_restore_attempt(sl_sql_plan_t *plan, int p, const char *ck, bool restore, bool rocks) {
-    sl_env_t *env = sl_env_new();
-    sl_env_set_parallelism(env, p);
-    if (rocks) sl_env_set_state_backend(env, SL_STATE_BACKEND_ROCKSDB);
-    sl_env_enable_checkpointing(env, 20, SL_CHECKPOINT_EXACTLY_ONCE);
-    sl_env_set_checkpoint_dir(env, ck);
-    sl_env_set_checkpoint_retention(env, SL_CHECKPOINTS_RETAIN_ON_CANCELLATION);
-    sl_env_set_restart_none(env);
-    char path[1100];
-    snprintf(path, sizeof path, "%s/sql-restore", ck); /* the job's checkpoints */
-    int rc = restore ? sl_env_restore_from(env, path) : 0;
-    sl_sql_opts_t o = sl_sql_opts_default();
-    o.sink_override = txn_override;
-    o.sink_ctx = g_txn;
-    o.nexmark_splits = 4;
-    if (rc == 0) rc = sl_sql_plan_build(env, plan, &o);
-    if (rc == 0) rc = sl_env_execute(env, "sql-restore");
-    if (rc < 0) fprintf(stderr, "  attempt at parallelism %d%s: %s\n", p, restore ? " (restored)" : "", sl_env_error(env));
-    sl_env_destroy(env);
-    return rc;
-}
 
 /* agg_retract.sql (two aggregates, retraction): run 1 checkpoints and fails after a committed
  * checkpoint, run 2 restores from it at another parallelism; the committed changelog's table
@@ -404,18 +232,14 @@ TEST(sql_aggregate_restore) {
     sl_sql_plan_t *plan = sl_sql_plan_load(plan_path, err, sizeof err);
     if (!plan) fprintf(stderr, "%s\n", err);
     CHECK(plan != NULL);
-    g_txn = txn_collected_new();
-    g_fail_ops = txn_collect_ops;
-    g_fail_ops.write = failing_write;
-    atomic_store(&g_armed, 1);
-    atomic_store(&g_written, 0);
-    int rc1 = run_restore_attempt(plan, p1, ck, false, rocks);
+    restore_arm();
+    int rc1 = run_restore_attempt(plan, "sql-restore", 4, p1, ck, false, rocks);
     CHECK(rc1 != 0);           /* the injected failure */
     CHECK(!atomic_load(&g_armed));
     CHECK(g_txn->commits > 0);
     int64_t before = g_txn->out->n;
     CHECK(before > 0);
-    int rc2 = run_restore_attempt(plan, p2, ck, true, rocks);
+    int rc2 = run_restore_attempt(plan, "sql-restore", 4, p2, ck, true, rocks);
     CHECK_EQ(rc2, 0);
     fprintf(stderr, "  committed %lld changelog rows before the failure, %lld in all\n", (long long)before,
             (long long)g_txn->out->n);
@@ -936,18 +760,14 @@ TEST(sql_topn_restore) {
     sl_sql_plan_t *plan = sl_sql_plan_load(plan_path, err, sizeof err);
     if (!plan) fprintf(stderr, "%s\n", err);
     CHECK(plan != NULL);
-    g_txn = txn_collected_new();
-    g_fail_ops = txn_collect_ops;
-    g_fail_ops.write = failing_write;
-    atomic_store(&g_armed, 1);
-    atomic_store(&g_written, 0);
-    int rc1 = run_restore_attempt(plan, p1, ck, false, rocks);
+    restore_arm();
+    int rc1 = run_restore_attempt(plan, "sql-restore", 4, p1, ck, false, rocks);
     CHECK(rc1 != 0); /* the injected failure */
     CHECK(!atomic_load(&g_armed));
     CHECK(g_txn->commits > 0);
     int64_t before = g_txn->out->n;
     CHECK(before > 0);
-    int rc2 = run_restore_attempt(plan, p2, ck, true, rocks);
+    int rc2 = run_restore_attempt(plan, "sql-restore", 4, p2, ck, true, rocks);
     CHECK_EQ(rc2, 0);
     fprintf(stderr, "  committed %lld changelog rows before the failure, %lld in all\n", (long long)before,
             (long long)g_txn->out->n);

@@ -32,86 +32,10 @@
 #include "sluice/sluice.h"
 #include "sluice/sql.h"
 #include "pipeline_util.h"
+#include "sql_util.h"
 #include "test.h"
 
-static char g_src[1024]; /* tests/ of the source tree */
-static char g_jar[1200];
 static unsigned g_seed;
-
-static void paths_init(void) {
-    snprintf(g_src, sizeof g_src, "%s", __FILE__);
-    char *s = strrchr(g_src, '/');
-    if (s) *s = 0;
-    else snprintf(g_src, sizeof g_src, ".");
-#ifdef SLUICE_SQL_JAR
-    snprintf(g_jar, sizeof g_jar, "%s", SLUICE_SQL_JAR);
-#else
-    const char *e = getenv("SLUICE_SQL_JAR");
-    if (e && *e) snprintf(g_jar, sizeof g_jar, "%s", e);
-    else snprintf(g_jar, sizeof g_jar, "%s/../sql/compiler/target/sluice-sql-compiler.jar", g_src);
-#endif
-}
-
-typedef struct lines {
-    char **v;
-    size_t n, cap;
-} lines_t;
-
-static void lines_add(lines_t *l, const char *s) {
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 1024;
-        l->v = realloc(l->v, l->cap * sizeof *l->v);
-    }
-    l->v[l->n++] = strdup(s);
-}
-
-static void lines_free(lines_t *l) {
-    for (size_t i = 0; i < l->n; i++) free(l->v[i]);
-    free(l->v);
-    memset(l, 0, sizeof *l);
-}
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* The file's lines, sorted. */
-static bool read_lines(const char *path, lines_t *l) {
-    FILE *f = fopen(path, "r");
-    if (!f) return false;
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    while ((n = getline(&line, &cap, f)) >= 0) {
-        if (n > 0 && line[n - 1] == '\n') line[--n] = 0;
-        lines_add(l, line);
-    }
-    free(line);
-    fclose(f);
-    qsort(l->v, l->n, sizeof *l->v, cmp_str);
-    return true;
-}
-
-/* Sorted multisets equal; prints the first difference. */
-static bool same_lines(const char *what, lines_t *a, lines_t *b) {
-    qsort(a->v, a->n, sizeof *a->v, cmp_str);
-    qsort(b->v, b->n, sizeof *b->v, cmp_str);
-    size_t i = 0, j = 0;
-    while (i < a->n && j < b->n) {
-        int c = strcmp(a->v[i], b->v[j]);
-        if (c == 0) {
-            i++;
-            j++;
-            continue;
-        }
-        fprintf(stderr, "%s: %s has a row the other lacks: %s\n", what, c < 0 ? "sluice" : "flink",
-                c < 0 ? a->v[i] : b->v[j]);
-        return false;
-    }
-    if (i < a->n || j < b->n) {
-        fprintf(stderr, "%s: sluice %zu rows, flink %zu rows\n", what, a->n, b->n);
-        return false;
-    }
-    return true;
-}
 
 /* The -D arguments and files of tests/data/sql/<q>.sql (or a path). */
 static void query_args(const char *q, int64_t events, long tps, char *buf, size_t cap) {
@@ -127,22 +51,6 @@ static void query_args(const char *q, int64_t events, long tps, char *buf, size_
 
 /* Event-time spans of 2.5 s to 60 s: windows of 1 to 10 s open and fire many times. */
 static const long TPS[] = {500, 1000, 2000, 5000};
-
-/* Flink's rows (reference) and the compiled plan of query q. */
-static bool flink_side(const char *q, const char *args, const char *ref, const char *plan) {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "java -jar '%s' run %s > '%s' 2> '%s.err'", g_jar, args, ref, ref);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "%s: the reference run failed: %s (see %s.err)\n", q, cmd, ref);
-        return false;
-    }
-    snprintf(cmd, sizeof cmd, "java -jar '%s' compile -o '%s' %s", g_jar, plan, args);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "%s: compiling failed: %s\n", q, cmd);
-        return false;
-    }
-    return true;
-}
 
 /* Whether the plan has a node whose type starts with t. */
 static bool plan_has(const char *plan, const char *t) {
@@ -220,89 +128,6 @@ TEST(legacy_group_windows) { CHECK(check_query("win_legacy", "stream-exec-group-
 
 /* ---- checkpoint, failure, restore at another parallelism ---- */
 
-static txn_collected_t *g_txn;
-static atomic_int g_armed;
-static atomic_long g_written;
-static sl_sink_ops_t g_fail_ops;
-
-/* The transactional sink's write; armed, it slows down until a completed
- * checkpoint committed rows, then fails once, some rows later. */
-static int failing_write(void *w, const sl_record_t *rec, char *err, size_t el) {
-    if (atomic_load(&g_armed)) {
-        pthread_mutex_lock(&g_txn->mu);
-        int64_t committed = g_txn->out->n; /* rows delivered by a completed checkpoint */
-        pthread_mutex_unlock(&g_txn->mu);
-        if (committed == 0) {
-            struct timespec ts = {0, 200000};
-            nanosleep(&ts, NULL);
-        } else if (atomic_fetch_add(&g_written, 1) >= 200 && atomic_exchange(&g_armed, 0)) {
-            snprintf(err, el, "injected failure");
-            return SL_EUSER;
-        }
-    }
-    return txn_collect_ops.write(w, rec, err, el);
-}
-
-static sl_schema_t *g_sink_schema;
-
-static sl_sink_t txn_override(void *ctx, int i, const sl_schema_t *schema) {
-    (void)i;
-    if (g_sink_schema) sl_schema_unref(g_sink_schema);
-    g_sink_schema = sl_schema_ref((sl_schema_t *)schema);
-    return (sl_sink_t){&g_fail_ops, ctx};
-}
-
-/* Committed insert-only rows as the jar's canonical lines ("+I|v|...";
- * TIMESTAMP(3) as yyyy-MM-dd HH:mm:ss.SSS, NULL as \N). */
-static void committed_lines(collected_t *c, const sl_schema_t *sc, lines_t *l) {
-    int nf = sl_schema_field_count(sc);
-    for (int64_t i = 0; i < c->n; i++) {
-        sl_row_t r = collected_row(c, i, sc);
-        char buf[4096];
-        int k = snprintf(buf, sizeof buf, "+I");
-        for (int f = 0; f < nf && k < (int)sizeof buf - 64; f++) {
-            sl_type_t t = sl_schema_field_type(sc, f);
-            if (sl_row_is_null(&r, f)) k += snprintf(buf + k, sizeof buf - (size_t)k, "|\\N");
-            else if (t == SL_BIGINT) k += snprintf(buf + k, sizeof buf - (size_t)k, "|%lld", (long long)sl_row_i64(&r, f));
-            else if (t == SL_INT) k += snprintf(buf + k, sizeof buf - (size_t)k, "|%d", sl_row_i32(&r, f));
-            else if (t == SL_TIMESTAMP) {
-                int64_t ms = sl_row_i64(&r, f);
-                time_t s = (time_t)(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
-                struct tm tm;
-                gmtime_r(&s, &tm);
-                k += (int)strftime(buf + k, sizeof buf - (size_t)k, "|%Y-%m-%d %H:%M:%S", &tm);
-                k += snprintf(buf + k, sizeof buf - (size_t)k, ".%03d", (int)(((ms % 1000) + 1000) % 1000));
-            } else {
-                uint32_t len;
-                const char *str = sl_row_str(&r, f, &len);
-                k += snprintf(buf + k, sizeof buf - (size_t)k, "|%.*s", (int)(len > 1000 ? 1000 : len), str);
-            }
-        }
-        lines_add(l, buf);
-    }
-}
-
-static int run_restore_attempt(sl_sql_plan_t *plan, int p, const char *ck, bool restore, bool rocks) {
-    sl_env_t *env = sl_env_new();
-    sl_env_set_parallelism(env, p);
-    if (rocks) sl_env_set_state_backend(env, SL_STATE_BACKEND_ROCKSDB);
-    sl_env_enable_checkpointing(env, 20, SL_CHECKPOINT_EXACTLY_ONCE);
-    sl_env_set_checkpoint_dir(env, ck);
-    sl_env_set_checkpoint_retention(env, SL_CHECKPOINTS_RETAIN_ON_CANCELLATION);
-    sl_env_set_restart_none(env);
-    char path[1100];
-    snprintf(path, sizeof path, "%s/sql-window-restore", ck); /* the job's checkpoints */
-    int rc = restore ? sl_env_restore_from(env, path) : 0;
-    sl_sql_opts_t o = sl_sql_opts_default();
-    o.sink_override = txn_override;
-    o.sink_ctx = g_txn;
-    o.nexmark_splits = 6; /* as many per subtask at parallelism 1, 2 and 3: the splits keep step */
-    if (rc == 0) rc = sl_sql_plan_build(env, plan, &o);
-    if (rc == 0) rc = sl_env_execute(env, "sql-window-restore");
-    if (rc < 0) fprintf(stderr, "  attempt at parallelism %d%s: %s\n", p, restore ? " (restored)" : "", sl_env_error(env));
-    sl_env_destroy(env);
-    return rc;
-}
 
 /* win_tumble.sql (TUMBLE by auction, two phases): run 1 checkpoints and fails after a committed
  * checkpoint, run 2 restores from it at another parallelism; the committed rows equal Flink's.
@@ -331,12 +156,8 @@ TEST(window_restore_other_parallelism) {
     sl_sql_plan_t *plan = sl_sql_plan_load(plan_path, err, sizeof err);
     if (!plan) fprintf(stderr, "%s\n", err);
     CHECK(plan != NULL);
-    g_txn = txn_collected_new();
-    g_fail_ops = txn_collect_ops;
-    g_fail_ops.write = failing_write;
-    atomic_store(&g_armed, 1);
-    atomic_store(&g_written, 0);
-    int rc1 = run_restore_attempt(plan, p1, ck, false, rocks);
+    restore_arm();
+    int rc1 = run_restore_attempt(plan, "sql-window-restore", 6, p1, ck, false, rocks);
     fprintf(stderr, "  run 1: rc %d, %lld commits, %lld rows committed\n", rc1, (long long)g_txn->commits,
             (long long)g_txn->out->n);
     CHECK(rc1 != 0); /* the injected failure */
@@ -344,7 +165,7 @@ TEST(window_restore_other_parallelism) {
     CHECK(g_txn->commits > 0);
     int64_t before = g_txn->out->n;
     CHECK(before > 0);
-    int rc2 = run_restore_attempt(plan, p2, ck, true, rocks);
+    int rc2 = run_restore_attempt(plan, "sql-window-restore", 6, p2, ck, true, rocks);
     CHECK_EQ(rc2, 0);
     fprintf(stderr, "  committed %lld rows before the failure, %lld in all\n", (long long)before,
             (long long)g_txn->out->n);
